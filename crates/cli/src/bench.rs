@@ -1,0 +1,123 @@
+//! `goodput bench`: measure a server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use goodput_client::{Endpoint, HttpClient, RunConfig, StopReason, cancel_pair};
+use goodput_metrics::result::{Run, Target};
+use goodput_metrics::{SummaryOptions, summarize};
+use goodput_workload::Workload;
+
+use crate::Outcome;
+use crate::args::BenchArgs;
+use crate::console;
+use crate::plan::BenchPlan;
+use crate::report::{LiveLog, write_doc};
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
+    let mut plan = BenchPlan::from_args(&args)?;
+    let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
+    let client = HttpClient::new(&plan.url, key.as_deref(), plan.load.load.pool_size(), plan.timeouts.connect)?;
+    let model = match &plan.model {
+        Some(m) => m.clone(),
+        None => {
+            let ids = client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
+            ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
+        }
+    };
+    plan.model = Some(model.clone());
+    let target = Target { kind: "url".into(), url: Some(plan.url.clone()), model: Some(model.clone()), engine: None };
+    measure(&plan, client, target, model).await
+}
+
+/// Runs a validated plan against a reachable endpoint, writes the results, prints the report.
+pub async fn measure(plan: &BenchPlan, client: HttpClient, target: Target, model: String) -> anyhow::Result<Outcome> {
+    let ep = Endpoint {
+        client,
+        api: plan.api,
+        timeouts: plan.timeouts,
+        tokenizer: plan.workload.tk.clone(),
+        clock: goodput_client::Clock::start(),
+    };
+    let cfg = RunConfig {
+        load: plan.load.load.clone(),
+        requests: plan.load.requests,
+        duration: plan.load.duration,
+        max_errors: plan.load.max_errors,
+        grace: Some(plan.load.grace),
+        model,
+        ignore_eos: plan.ignore_eos,
+        extra_body: plan.extra_body.clone(),
+        seed: plan.load.seed,
+    };
+    let workload = Workload::new(plan.workload.spec.clone(), plan.workload.tk.clone())?;
+    let jsonl = plan.output.jsonl_path();
+    let log = Arc::new(LiveLog::new(jsonl.as_deref(), plan.load.requests, plan.output.quiet)?);
+
+    let (interrupt, token) = cancel_pair();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: no new requests; in-flight ones get the grace period");
+            interrupt.cancel();
+        }
+    });
+    let outcome = goodput_client::run(ep, cfg, workload, token, log.clone()).await;
+    log.bar.finish_and_clear();
+
+    let opts = SummaryOptions {
+        percentiles: plan.output.percentiles,
+        offered_rate: plan.load.offered_rate(),
+        expect_exact_output: plan.ignore_eos,
+        ..SummaryOptions::new()
+    };
+    let summary = summarize(&outcome.records, &opts);
+    let title = format!(
+        "goodput bench · {} · model {} · {} · {}",
+        target.url.as_deref().unwrap_or(&target.kind),
+        target.model.as_deref().unwrap_or("-"),
+        serde_json::to_value(plan.api).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        load_label(plan),
+    );
+    print!("{}", console::render(&title, &summary));
+    if outcome.stop == StopReason::MaxErrors {
+        println!("  stopped early: --max-errors reached");
+    }
+
+    let run = Run {
+        name: None,
+        plan: serde_json::to_value(plan)?,
+        target,
+        interrupted: outcome.interrupted,
+        summary: summary.clone(),
+        summary_full: None,
+        engine_stats: None,
+        requests: outcome.records,
+    };
+    if let Some(path) = &plan.output.out {
+        write_doc(path, vec![run], None)?;
+        println!("  results      {}{}", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
+    }
+    Ok(match outcome.stop {
+        StopReason::MaxErrors => Outcome::Failed,
+        StopReason::Interrupted => Outcome::Interrupted,
+        _ if summary.completed == 0 => Outcome::Failed,
+        _ => Outcome::Ok,
+    })
+}
+
+fn load_label(plan: &BenchPlan) -> String {
+    use goodput_client::Load;
+    let load = match &plan.load.load {
+        Load::Closed { concurrency, .. } => format!("concurrency {concurrency}"),
+        Load::Open { arrivals, .. } => match arrivals.rate() {
+            Some(r) => format!("rate {r} req/s"),
+            None => "all at once".into(),
+        },
+    };
+    match (plan.load.requests, plan.load.duration) {
+        (Some(n), _) => format!("{load} · {n} requests"),
+        (None, Some(d)) => format!("{load} · {:.0} s", d.as_secs_f64()),
+        _ => load,
+    }
+}

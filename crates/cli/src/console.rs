@@ -1,0 +1,96 @@
+//! The console report: the latency table, throughputs and counts, and the warnings block.
+
+use std::fmt::Write;
+
+use goodput_metrics::{Distribution, Summary, Verdict};
+
+fn cell(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 10_000.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "-".into(),
+    }
+}
+
+fn row(out: &mut String, name: &str, d: &Distribution) {
+    let _ = writeln!(
+        out,
+        "  {name:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        cell(d.mean),
+        cell(d.p50),
+        cell(d.p90),
+        cell(d.p95),
+        cell(d.p99),
+        d.n
+    );
+}
+
+/// Whether two means differ by more than 5%.
+fn differs(a: &Distribution, b: &Distribution) -> bool {
+    match (a.mean, b.mean) {
+        (Some(x), Some(y)) if x > 0.0 => (y - x).abs() / x > 0.05,
+        _ => false,
+    }
+}
+
+/// The summary table and everything under it.
+pub fn render(title: &str, s: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{title}");
+    let _ = writeln!(o, "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}", "latency (ms)", "mean", "p50", "p90", "p95", "p99", "n");
+    row(&mut o, "TTFT", &s.ttft_ms);
+    if differs(&s.ttft_ms, &s.ttft_sched_ms) {
+        row(&mut o, "TTFT (sched)", &s.ttft_sched_ms);
+    }
+    row(&mut o, "TPOT", &s.tpot_ms);
+    row(&mut o, "ITL", &s.itl_ms);
+    row(&mut o, "E2E", &s.e2e_ms);
+    if differs(&s.e2e_ms, &s.e2e_sched_ms) {
+        row(&mut o, "E2E (sched)", &s.e2e_sched_ms);
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "  requests     {} attempted, {} completed, {} failed{}",
+        s.attempted,
+        s.completed,
+        s.failed,
+        if s.excluded > 0 { format!(" ({} outside the measurement window)", s.excluded) } else { String::new() }
+    );
+    let _ = writeln!(o, "  duration     {:.2} s", s.duration_s);
+    let _ = writeln!(
+        o,
+        "  throughput   {:.2} req/s · input {:.1} tok/s · output {:.1} tok/s · total {:.1} tok/s",
+        s.request_throughput, s.input_throughput, s.output_throughput, s.total_throughput
+    );
+    let _ = writeln!(o, "  concurrency  {:.2} mean in flight", s.mean_concurrency);
+    let tc = &s.token_counts;
+    let diff = |p: Option<f64>| p.map_or("n/a".to_string(), |p| format!("{p:+.1}%"));
+    let _ = writeln!(
+        o,
+        "  tokens       input {} · output {} · our tokenizer vs server usage: input {}, output {}",
+        s.input_tokens,
+        s.output_tokens,
+        diff(tc.input.diff_pct),
+        diff(tc.output.diff_pct)
+    );
+    if let (Some(p50), Some(p99)) = (s.schedule_lag_ms.p50, s.schedule_lag_ms.p99) {
+        let rates = match (s.offered_rate, s.achieved_rate) {
+            (Some(off), Some(ach)) => format!(" · offered {off:.2} req/s, achieved {ach:.2} req/s"),
+            (None, Some(ach)) => format!(" · achieved {ach:.2} req/s"),
+            _ => String::new(),
+        };
+        let verdict = match s.verdict {
+            Verdict::Ok => "ok",
+            Verdict::ClientBound => "CLIENT-BOUND",
+        };
+        let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}");
+    }
+    if !s.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings:");
+        for w in &s.warnings {
+            let _ = writeln!(o, "  ! {}", w.message);
+        }
+    }
+    o
+}

@@ -1,0 +1,58 @@
+//! The `goodput` command line: parse arguments, validate them into a plan, run it, report.
+//!
+//! Exit codes: 0 the run completed (failed requests are reported, not fatal); 1 no request
+//! succeeded, `--max-errors` stopped the run, or the target could not be used; 2 invalid usage
+//! (one line naming the flag or file); 130 interrupted with Ctrl-C (results are still written).
+
+pub mod args;
+pub mod bench;
+pub mod console;
+pub mod plan;
+pub mod report;
+
+use clap::Parser;
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+pub fn main() -> i32 {
+    let cli = match args::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("goodput: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            args::Command::Bench(a) => bench::run(a).await,
+        }
+    });
+    match result {
+        Ok(Outcome::Ok) => 0,
+        Ok(Outcome::Failed) => 1,
+        Ok(Outcome::Interrupted) => 130,
+        Err(e) => {
+            if let Some(u) = e.downcast_ref::<plan::UsageError>() {
+                eprintln!("goodput: {u}");
+                2
+            } else {
+                eprintln!("goodput: {e:#}");
+                1
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Raw arguments → a validated, serializable run plan, before anything runs.
+//!
+//! Every error names the flag (or file) and says what is expected; the binary prints it on one
+//! line and exits with code 2.
+
+use std::path::Path;
+use std::time::Duration;
+
+use goodput_client::{Api, Load, Timeouts};
+use goodput_metrics::PercentileMethod;
+use goodput_tokenizer::Tokenizer;
+use goodput_workload::{Arrivals, Dataset, LengthDist, WorkloadSpec};
+use serde::Serialize;
+
+use crate::args::{ApiArg, BenchArgs, LoadArgs, OutputArgs, PercentileArg, TimeoutArgs, WorkloadArgs};
+
+/// Invalid usage: exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn usage(flag: &str, msg: impl std::fmt::Display) -> UsageError {
+    UsageError(format!("{flag}: {msg}"))
+}
+
+/// Parses `10s`, `250ms`, `2m`, `1h` or a bare number of seconds.
+pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Duration::from_secs_f64(v * mult)),
+        _ => Err(usage(flag, format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)"))),
+    }
+}
+
+fn positive_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
+    let d = parse_duration(flag, s)?;
+    if d.is_zero() {
+        return Err(usage(flag, "must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// The load part of a plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadPlan {
+    pub load: Load,
+    pub requests: Option<u64>,
+    #[serde(serialize_with = "opt_secs")]
+    pub duration: Option<Duration>,
+    pub max_errors: Option<u64>,
+    #[serde(serialize_with = "secs")]
+    pub grace: Duration,
+    pub seed: u64,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+impl LoadPlan {
+    pub fn from_args(a: &LoadArgs) -> Result<Self, UsageError> {
+        let load = match (a.concurrency, &a.rate) {
+            (Some(0), _) => return Err(usage("--concurrency", "must be at least 1")),
+            (Some(n), _) => Load::Closed { concurrency: n, think_s: 0.0 },
+            (None, Some(r)) => Load::Open { arrivals: parse_rate(r)?, max_concurrency: None },
+            (None, None) => Load::Closed { concurrency: 16, think_s: 0.0 },
+        };
+        let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
+        let requests = match (a.requests, duration) {
+            (Some(0), _) => return Err(usage("--requests", "must be at least 1")),
+            (Some(n), _) => Some(n),
+            (None, Some(_)) => None,
+            (None, None) => Some(100),
+        };
+        if a.max_errors == Some(0) {
+            return Err(usage("--max-errors", "must be at least 1"));
+        }
+        Ok(LoadPlan {
+            load,
+            requests,
+            duration,
+            max_errors: a.max_errors,
+            grace: parse_duration("--grace", &a.grace)?,
+            seed: a.seed,
+        })
+    }
+
+    /// The rate offered by an open-loop schedule (for the client self-check).
+    pub fn offered_rate(&self) -> Option<f64> {
+        match &self.load {
+            Load::Open { arrivals, .. } => arrivals.rate(),
+            Load::Closed { .. } => None,
+        }
+    }
+}
+
+fn parse_rate(r: &str) -> Result<Arrivals, UsageError> {
+    if r.trim().eq_ignore_ascii_case("inf") {
+        return Ok(Arrivals::AllAtOnce);
+    }
+    match r.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(Arrivals::Poisson { rate: v }),
+        _ => Err(usage("--rate", format!("`{r}` is not a positive number of requests per second (or `inf`)"))),
+    }
+}
+
+/// The workload part of a plan, with its tokenizer loaded.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadPlan {
+    pub spec: WorkloadSpec,
+    pub tokenizer: String,
+    #[serde(skip)]
+    pub tk: Tokenizer,
+}
+
+fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
+    let mut d: LengthDist = s.parse().map_err(|m| usage(flag, m))?;
+    if let LengthDist::Empirical { path, values } = &mut d {
+        let text = std::fs::read_to_string(Path::new(path.as_str()))
+            .map_err(|e| usage(flag, format!("cannot read {path}: {e}")))?;
+        *values = LengthDist::parse_values(path, &text).map_err(|e| usage(flag, e))?;
+    }
+    Ok(d)
+}
+
+impl WorkloadPlan {
+    pub fn from_args(a: &WorkloadArgs, seed: u64) -> Result<Self, UsageError> {
+        let tk = Tokenizer::load(a.tokenizer.as_deref()).map_err(|e| usage("--tokenizer", e))?;
+        let spec = WorkloadSpec {
+            dataset: Dataset::Synthetic,
+            input_tokens: length("--input-tokens", &a.input_tokens)?,
+            output_tokens: length("--output-tokens", &a.output_tokens)?,
+            seed,
+            ..Default::default()
+        };
+        Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), tk })
+    }
+}
+
+impl TimeoutArgs {
+    pub fn plan(&self) -> Result<Timeouts, UsageError> {
+        Ok(Timeouts {
+            connect: positive_duration("--timeout-connect", &self.timeout_connect)?,
+            first_token: positive_duration("--timeout-first-token", &self.timeout_first_token)?,
+            idle: positive_duration("--timeout-idle", &self.timeout_idle)?,
+            total: positive_duration("--timeout-total", &self.timeout_total)?,
+        })
+    }
+}
+
+/// Output settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutputPlan {
+    pub out: Option<std::path::PathBuf>,
+    #[serde(skip)]
+    pub quiet: bool,
+    pub percentiles: PercentileMethod,
+}
+
+impl OutputPlan {
+    pub fn from_args(a: &OutputArgs) -> Result<Self, UsageError> {
+        if let Some(p) = &a.out {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !dir.is_dir() {
+                return Err(usage("--out", format!("directory {} does not exist", dir.display())));
+            }
+            if p.is_dir() {
+                return Err(usage("--out", format!("{} is a directory; give a file name like results.json", p.display())));
+            }
+        }
+        Ok(OutputPlan {
+            out: a.out.clone(),
+            quiet: a.quiet,
+            percentiles: match a.percentiles {
+                PercentileArg::Linear => PercentileMethod::Linear,
+                PercentileArg::NearestRank => PercentileMethod::NearestRank,
+            },
+        })
+    }
+
+    /// `STEM.requests.jsonl` beside the result file.
+    pub fn jsonl_path(&self) -> Option<std::path::PathBuf> {
+        let p = self.out.as_ref()?;
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
+        Some(p.with_file_name(format!("{stem}.requests.jsonl")))
+    }
+}
+
+/// A validated `goodput bench`.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchPlan {
+    pub url: String,
+    pub api: Api,
+    /// `None`: ask the server.
+    pub model: Option<String>,
+    pub api_key_env: String,
+    pub ignore_eos: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    pub load: LoadPlan,
+    pub workload: WorkloadPlan,
+    pub timeouts: Timeouts,
+    pub output: OutputPlan,
+}
+
+impl BenchPlan {
+    pub fn from_args(a: &BenchArgs) -> Result<Self, UsageError> {
+        let url = match &a.url {
+            Some(u) => goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))?,
+            None => return Err(usage("--url", "required: the base URL of an OpenAI-compatible server")),
+        };
+        let extra_body = match &a.extra_body {
+            Some(j) => match serde_json::from_str::<serde_json::Value>(j) {
+                Ok(serde_json::Value::Object(m)) => Some(m),
+                _ => return Err(usage("--extra-body", "expected a JSON object, e.g. '{\"temperature\": 0}'")),
+            },
+            None => None,
+        };
+        if a.api_key_env.is_empty() {
+            return Err(usage("--api-key-env", "expected an environment variable name"));
+        }
+        let load = LoadPlan::from_args(&a.load)?;
+        Ok(BenchPlan {
+            url,
+            api: match a.api {
+                ApiArg::Completions => Api::Completions,
+                ApiArg::Chat => Api::Chat,
+            },
+            model: a.model.clone(),
+            api_key_env: a.api_key_env.clone(),
+            ignore_eos: !a.no_ignore_eos,
+            extra_body,
+            workload: WorkloadPlan::from_args(&a.workload, load.seed)?,
+            load,
+            timeouts: a.timeouts.plan()?,
+            output: OutputPlan::from_args(&a.output)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::Cli;
+    use clap::Parser;
+
+    fn bench(args: &[&str]) -> Result<BenchPlan, UsageError> {
+        let mut v = vec!["goodput", "bench"];
+        v.extend_from_slice(args);
+        let cli = Cli::try_parse_from(v).expect("clap parse");
+        let crate::args::Command::Bench(b) = cli.command;
+        BenchPlan::from_args(&b)
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("f", "250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("f", "2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("f", "1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("f", "soon").is_err());
+        assert!(parse_duration("f", "-1s").is_err());
+    }
+
+    #[test]
+    fn defaults() {
+        let p = bench(&["--url", "http://127.0.0.1:9/v1/"]).unwrap();
+        assert_eq!(p.url, "http://127.0.0.1:9");
+        assert_eq!(p.load.requests, Some(100));
+        assert!(p.ignore_eos);
+        assert_eq!(p.workload.spec.input_tokens, LengthDist::Fixed(512));
+        assert!(matches!(p.load.load, Load::Closed { concurrency: 16, .. }));
+    }
+
+    #[test]
+    fn rate_and_duration() {
+        let p = bench(&["--url", "http://h:1", "--rate", "2.5", "--duration", "30s"]).unwrap();
+        assert_eq!(p.load.requests, None);
+        assert_eq!(p.load.offered_rate(), Some(2.5));
+        let p = bench(&["--url", "http://h:1", "--rate", "inf"]).unwrap();
+        assert!(matches!(p.load.load, Load::Open { arrivals: Arrivals::AllAtOnce, .. }));
+    }
+
+    #[test]
+    fn errors_name_the_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--url", "ftp://x"], "--url"),
+            (&["--url", "http://h:1", "--rate=-3"], "--rate"),
+            (&["--url", "http://h:1", "--concurrency", "0"], "--concurrency"),
+            (&["--url", "http://h:1", "--input-tokens", "uniform:9..1"], "--input-tokens"),
+            (&["--url", "http://h:1", "--output-tokens", "file:/nonexistent"], "--output-tokens"),
+            (&["--url", "http://h:1", "--tokenizer", "/nonexistent.json"], "--tokenizer"),
+            (&["--url", "http://h:1", "--timeout-idle", "0s"], "--timeout-idle"),
+            (&["--url", "http://h:1", "--extra-body", "[1]"], "--extra-body"),
+            (&["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"], "--out"),
+        ];
+        for (args, flag) in cases {
+            let e = bench(args).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn plan_serializes_without_secrets() {
+        let p = bench(&["--url", "http://h:1", "--api-key-env", "MY_KEY"]).unwrap();
+        let j = serde_json::to_string(&p).unwrap();
+        assert!(j.contains("\"api_key_env\":\"MY_KEY\""));
+    }
+}

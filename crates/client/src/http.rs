@@ -1,0 +1,257 @@
+//! The pooled HTTP/1.1 client, the run's monotonic clock, and cancellation.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Uri, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::watch;
+
+use crate::ClientError;
+
+/// The run's one monotonic clock: every timestamp is milliseconds since `t0`.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    t0: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Clock { t0: Instant::now() }
+    }
+    pub fn at(t0: Instant) -> Self {
+        Clock { t0 }
+    }
+    pub fn t0(&self) -> Instant {
+        self.t0
+    }
+    pub fn ms(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.t0).as_secs_f64() * 1000.0
+    }
+    pub fn now_ms(&self) -> f64 {
+        self.ms(Instant::now())
+    }
+    pub fn instant(&self, ms: f64) -> Instant {
+        self.t0 + Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+    }
+}
+
+/// A flag that, once raised, wakes everything waiting on it.
+#[derive(Clone, Debug)]
+pub struct Cancel(watch::Receiver<bool>);
+
+#[derive(Debug)]
+pub struct CancelHandle(watch::Sender<bool>);
+
+pub fn cancel_pair() -> (CancelHandle, Cancel) {
+    let (tx, rx) = watch::channel(false);
+    (CancelHandle(tx), Cancel(rx))
+}
+
+impl CancelHandle {
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+    pub fn token(&self) -> Cancel {
+        Cancel(self.0.subscribe())
+    }
+}
+
+impl Cancel {
+    /// A token that is never cancelled.
+    pub fn never() -> Self {
+        let (tx, rx) = watch::channel(false);
+        std::mem::forget(tx);
+        Cancel(rx)
+    }
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+    pub async fn cancelled(&self) {
+        let mut r = self.0.clone();
+        if r.wait_for(|&v| v).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Per-request timeouts.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Timeouts {
+    #[serde(with = "secs")]
+    pub connect: Duration,
+    #[serde(with = "secs")]
+    pub first_token: Duration,
+    #[serde(with = "secs")]
+    pub idle: Duration,
+    #[serde(with = "secs")]
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            first_token: Duration::from_secs(300),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(1800),
+        }
+    }
+}
+
+mod secs {
+    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+pub type Body = Full<Bytes>;
+pub type Response = http::Response<hyper::body::Incoming>;
+
+/// A pooled keep-alive client for one OpenAI-compatible base URL.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Client<HttpConnector, Body>,
+    /// `scheme://authority` plus any path prefix, without a trailing `/v1`.
+    base: String,
+    auth: Option<HeaderValue>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // never print the key
+        write!(f, "HttpClient({})", self.base)
+    }
+}
+
+/// Normalizes a base URL: `http://h:p`, `http://h:p/`, `http://h:p/v1` all mean the same server.
+pub fn normalize_base(url: &str) -> Result<String, String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
+    let uri: Uri = trimmed.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(format!(
+                "`{url}`: https is not supported by this build; reach the server over http (e.g. through a local proxy)"
+            ));
+        }
+        _ => return Err(format!("`{url}`: expected http://HOST:PORT")),
+    }
+    if uri.authority().is_none() {
+        return Err(format!("`{url}`: no host"));
+    }
+    Ok(trimmed.to_string())
+}
+
+impl HttpClient {
+    /// `pool` is the number of idle keep-alive connections kept per host (the concurrency).
+    pub fn new(base_url: &str, api_key: Option<&str>, pool: usize, connect_timeout: Duration) -> Result<Self, ClientError> {
+        let base = normalize_base(base_url).map_err(ClientError::Url)?;
+        let mut conn = HttpConnector::new();
+        conn.set_nodelay(true);
+        conn.set_connect_timeout(Some(connect_timeout));
+        let inner = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(pool.max(1))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(conn);
+        let auth = match api_key {
+            Some(k) if !k.is_empty() => {
+                let mut v = HeaderValue::from_str(&format!("Bearer {k}"))
+                    .map_err(|_| ClientError::Url("the API key contains characters not allowed in a header".into()))?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+            _ => None,
+        };
+        Ok(HttpClient { inner, base, auth })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
+        let mut b = Request::builder().method(method).uri(format!("{}{}", self.base, path));
+        if !body.is_empty() {
+            b = b.header(header::CONTENT_TYPE, "application/json").header(header::ACCEPT, "text/event-stream");
+        }
+        if let Some(a) = &self.auth {
+            b = b.header(header::AUTHORIZATION, a.clone());
+        }
+        b.body(Full::new(body)).expect("valid request")
+    }
+
+    /// Sends a POST; resolves when the response headers arrive.
+    pub async fn post(&self, path: &str, body: Bytes) -> Result<Response, hyper_util::client::legacy::Error> {
+        self.inner.request(self.request(Method::POST, path, body)).await
+    }
+
+    /// `GET path`, whole body, with a deadline.
+    pub async fn get(&self, path: &str, timeout: Duration) -> Result<(u16, Bytes), ClientError> {
+        let url = format!("{}{}", self.base, path);
+        let fut = async {
+            let resp = self.inner.request(self.request(Method::GET, path, Bytes::new())).await?;
+            let status = resp.status().as_u16();
+            let body = resp.into_body().collect().await?.to_bytes();
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, body))
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(Ok(x)) => Ok(x),
+            Ok(Err(e)) => Err(ClientError::Unreachable { url, message: error_chain(e.as_ref()) }),
+            Err(_) => Err(ClientError::Unreachable { url, message: format!("no answer within {timeout:?}") }),
+        }
+    }
+
+    /// The model ids the server lists.
+    pub async fn models(&self, timeout: Duration) -> Result<Vec<String>, ClientError> {
+        let (status, body) = self.get("/v1/models", timeout).await?;
+        let url = format!("{}/v1/models", self.base);
+        if status != 200 {
+            return Err(ClientError::Unreachable { url, message: format!("HTTP {status}: {}", excerpt(&body, 200)) });
+        }
+        crate::openai::parse_models(&body).map_err(|m| ClientError::Unreachable { url, message: m })
+    }
+}
+
+/// The first `max` characters of a body, on one line.
+pub fn excerpt(body: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(body);
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = one_line.chars().take(max).collect();
+    if one_line.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// An error and all its sources, joined with ": ".
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+/// Whether an error chain contains an I/O timeout (a connect timeout from the connector).
+pub fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = cur {
+        if let Some(io) = x.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return true;
+        }
+        cur = x.source();
+    }
+    false
+}

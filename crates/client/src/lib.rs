@@ -1,0 +1,27 @@
+//! goodput's measuring shell: drive load at an OpenAI-compatible streaming endpoint and record
+//! every request with the time each content event's bytes arrived.
+//!
+//! - [`sse`]: our incremental Server-Sent Events decoder;
+//! - [`openai`]: request bodies and chunk classification;
+//! - [`http`]: the pooled client, the run's monotonic clock, cancellation;
+//! - [`exchange`]: one request, measured and classified;
+//! - [`runner`]: the pacer, workers and stop conditions.
+
+pub mod exchange;
+pub mod http;
+pub mod openai;
+pub mod runner;
+pub mod sse;
+
+pub use exchange::{Endpoint, Exchange, RequestMeta, execute};
+pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
+pub use openai::Api;
+pub use runner::{Counters, Load, Observer, RunConfig, RunOutcome, StopReason, run};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Url(String),
+    #[error("cannot reach {url}: {message}")]
+    Unreachable { url: String, message: String },
+}

@@ -1,0 +1,54 @@
+//! Shared helpers for the client's integration tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use goodput_client::{Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run};
+use goodput_tokenizer::Tokenizer;
+use goodput_workload::{LengthDist, Workload, WorkloadSpec};
+
+pub fn tokenizer() -> Tokenizer {
+    static TK: std::sync::OnceLock<Tokenizer> = std::sync::OnceLock::new();
+    TK.get_or_init(|| Tokenizer::cl100k().unwrap()).clone()
+}
+
+pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
+    Endpoint {
+        client: HttpClient::new(url, None, 8, timeouts.connect).unwrap(),
+        api,
+        timeouts,
+        tokenizer: tokenizer(),
+        clock: Clock::start(),
+    }
+}
+
+pub fn config(requests: u64, concurrency: usize) -> RunConfig {
+    RunConfig {
+        load: Load::Closed { concurrency, think_s: 0.0 },
+        requests: Some(requests),
+        duration: None,
+        max_errors: None,
+        grace: Some(Duration::from_millis(500)),
+        model: "scripted-model".into(),
+        ignore_eos: true,
+        extra_body: None,
+        seed: 0,
+    }
+}
+
+pub fn workload(input: u32, output: u32) -> Workload {
+    let spec = WorkloadSpec { input_tokens: LengthDist::Fixed(input), output_tokens: LengthDist::Fixed(output), ..Default::default() };
+    Workload::new(spec, tokenizer()).unwrap()
+}
+
+/// Runs `cfg` against `url` within `limit` (the test fails if the run does not end in time).
+pub async fn run_within(limit: Duration, ep: Endpoint, cfg: RunConfig, w: Workload) -> RunOutcome {
+    tokio::time::timeout(limit, run(ep, cfg, w, Cancel::never(), Arc::new(())))
+        .await
+        .expect("the run must end within its time bound")
+}
+
+pub fn assert_close(what: &str, got: f64, want: f64, tol: f64) {
+    assert!((got - want).abs() <= tol, "{what}: measured {got:.3} ms, expected {want:.3} ± {tol} ms");
+}

@@ -1,0 +1,176 @@
+//! Fault injection: each case must end in a classified record, and the run must end on time.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use goodput_client::{Api, Load, Timeouts};
+use goodput_metrics::{ErrorClass, RequestRecord};
+use goodput_testkit::{ScriptedServer, Script, Step, sse};
+
+fn short_timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(2),
+        first_token: Duration::from_millis(400),
+        idle: Duration::from_millis(400),
+        total: Duration::from_secs(10),
+    }
+}
+
+async fn one(script: fn(usize) -> Script, limit: Duration) -> RequestRecord {
+    let server = ScriptedServer::start(script).await;
+    let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    let started = Instant::now();
+    let out = run_within(limit, ep, config(2, 1), workload(8, 4)).await;
+    assert!(started.elapsed() < limit);
+    assert_eq!(out.records.len(), 2, "the run goes on after a failure");
+    out.records.into_iter().next().unwrap()
+}
+
+fn class(r: &RequestRecord) -> ErrorClass {
+    r.error.as_ref().unwrap_or_else(|| panic!("expected a failure, got success: {r:?}")).class
+}
+
+#[tokio::test]
+async fn connection_refused() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let ep = endpoint(&format!("http://127.0.0.1:{port}"), Api::Completions, short_timeouts());
+    let out = run_within(Duration::from_secs(5), ep, config(3, 1), workload(8, 4)).await;
+    assert_eq!(out.records.len(), 3);
+    assert!(out.records.iter().all(|r| class(r) == ErrorClass::Connect));
+}
+
+#[tokio::test]
+async fn http_500_with_body() {
+    let r = one(|_| vec![Step::Status(500, r#"{"error":{"message":"engine exploded"}}"#.into())], Duration::from_secs(5)).await;
+    assert_eq!(class(&r), ErrorClass::HttpStatus);
+    let e = r.error.unwrap();
+    assert_eq!(e.status, Some(500));
+    assert!(e.message.contains("engine exploded"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn http_429() {
+    let r = one(|_| vec![Step::Status(429, "slow down".into())], Duration::from_secs(5)).await;
+    assert_eq!(r.error.as_ref().unwrap().status, Some(429));
+    assert_eq!(class(&r), ErrorClass::HttpStatus);
+}
+
+#[tokio::test]
+async fn stream_cut_mid_way() {
+    let r = one(
+        |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::At(20.0), Step::Chunk(sse::completion(" b")), Step::Cut],
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(class(&r), ErrorClass::StreamEndedEarly);
+    assert_eq!(r.event_ms.len(), 2, "partial events are kept");
+}
+
+#[tokio::test]
+async fn malformed_json_event() {
+    let r = one(
+        |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Chunk("data: {\"choices\": [\n\n".into()), Step::End],
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(class(&r), ErrorClass::MalformedStream);
+}
+
+#[tokio::test]
+async fn error_object_in_stream() {
+    let r = one(
+        |_| {
+            vec![
+                Step::SseHead,
+                Step::Chunk(sse::completion(" a")),
+                Step::Chunk("data: {\"error\": {\"message\": \"out of memory\", \"code\": 500}}\n\n".into()),
+                Step::End,
+            ]
+        },
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(class(&r), ErrorClass::ServerErrorEvent);
+    assert!(r.error.unwrap().message.contains("out of memory"));
+}
+
+#[tokio::test]
+async fn ten_megabyte_line() {
+    fn script(_: usize) -> Script {
+        let big = "x".repeat(10 * 1024 * 1024);
+        vec![
+            Step::SseHead,
+            Step::Chunk(format!(": {big}\n\n")),
+            Step::Chunk(sse::completion(" a")),
+            Step::Chunk(sse::completion(" b")),
+            Step::Chunk(sse::usage(3, 2)),
+            Step::Chunk(sse::done()),
+            Step::End,
+        ]
+    }
+    let r = one(script, Duration::from_secs(20)).await;
+    assert!(r.is_success(), "{:?}", r.error);
+    assert_eq!(r.event_ms.len(), 2);
+}
+
+#[tokio::test]
+async fn no_done() {
+    let r = one(
+        |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Chunk(sse::usage(3, 1)), Step::End],
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(class(&r), ErrorClass::StreamEndedEarly);
+    assert!(r.error.unwrap().message.contains("[DONE]"));
+}
+
+#[tokio::test]
+async fn server_never_sends_a_byte() {
+    let r = one(|_| vec![Step::Silence(Duration::from_secs(30))], Duration::from_secs(5)).await;
+    assert_eq!(class(&r), ErrorClass::TimeoutFirstToken);
+}
+
+#[tokio::test]
+async fn stalls_after_first_token() {
+    let r = one(
+        |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Silence(Duration::from_secs(30))],
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(class(&r), ErrorClass::TimeoutIdle);
+}
+
+#[tokio::test]
+async fn max_errors_stops_the_run() {
+    let server = ScriptedServer::start(|_| vec![Step::Status(503, "down".into())]).await;
+    let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    let mut cfg = config(1000, 2);
+    cfg.max_errors = Some(5);
+    let out = run_within(Duration::from_secs(10), ep, cfg, workload(8, 4)).await;
+    assert_eq!(out.stop, goodput_client::StopReason::MaxErrors);
+    assert!(out.records.len() >= 5 && out.records.len() < 20, "{}", out.records.len());
+}
+
+#[tokio::test]
+async fn open_loop_records_schedule() {
+    let server = ScriptedServer::start(|_| goodput_testkit::steady_stream(5.0, 1.0, 3, false)).await;
+    let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    let mut cfg = config(20, 1);
+    cfg.load = Load::Open { arrivals: goodput_workload::Arrivals::Constant { rate: 100.0 }, max_concurrency: None };
+    let out = run_within(Duration::from_secs(10), ep, cfg, workload(8, 3)).await;
+    assert_eq!(out.records.len(), 20);
+    let mut sched: Vec<f64> = out.records.iter().map(|r| r.scheduled_ms).collect();
+    sched.sort_by(f64::total_cmp);
+    for (i, w) in sched.windows(2).enumerate() {
+        assert!((w[1] - w[0] - 10.0).abs() < 1e-6, "gap {i}: {}", w[1] - w[0]);
+    }
+    for r in &out.records {
+        assert!(r.is_success(), "{:?}", r.error);
+        assert!(r.sent_ms.unwrap() >= r.scheduled_ms);
+    }
+}

@@ -1,0 +1,140 @@
+//! Scripted streams with known timing: the client's measurements must match within 2 ms.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use goodput_client::{Api, Timeouts};
+use goodput_metrics::{PercentileMethod, RequestMetrics, SummaryOptions, TokenSource, summarize};
+use goodput_testkit::{ScriptedServer, Step, sse, steady_stream};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_completions_stream() {
+    // first token 50 ms after the request arrives, then one token every 10 ms, 20 tokens
+    let server = ScriptedServer::start(|_| steady_stream(50.0, 10.0, 20, false)).await;
+    let ep = endpoint(&server.url(), Api::Completions, Timeouts::default());
+    let out = run_within(Duration::from_secs(20), ep, config(4, 1), workload(32, 20)).await;
+    assert_eq!(out.records.len(), 4);
+    for r in &out.records {
+        assert!(r.is_success(), "{:?}", r.error);
+        let m = RequestMetrics::of(r);
+        assert_close("TTFT", m.ttft.unwrap(), 50.0, 2.0);
+        assert_close("TPOT", m.tpot.unwrap(), 10.0, 2.0);
+        assert_eq!(r.output_tokens, Some(20));
+        assert_eq!(r.output_tokens_source, Some(TokenSource::Server));
+        assert_eq!(r.input_tokens, Some(10));
+        assert_eq!(r.input_tokens_client, Some(32));
+        assert_eq!(r.event_tokens, vec![1; 20]);
+        assert_eq!(r.other_events, 1); // the usage-only chunk
+        // every gap ≈ 10 ms
+        for w in r.event_ms.windows(2) {
+            assert_close("ITL", w[1] - w[0], 10.0, 2.0);
+        }
+    }
+    let s = summarize(&out.records, &SummaryOptions::new());
+    assert_close("ITL p50", s.itl_ms.p50.unwrap(), 10.0, 2.0);
+    assert_close("mean TTFT", s.ttft_ms.mean.unwrap(), 50.0, 2.0);
+    assert_eq!(s.itl_ms.n, 4 * 19);
+
+    // the request body honours the contract
+    let body: serde_json::Value = serde_json::from_str(&server.served()[0].body).unwrap();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    assert_eq!(body["max_tokens"], 20);
+    assert_eq!(body["min_tokens"], 20);
+    assert_eq!(body["ignore_eos"], true);
+    assert_eq!(server.served()[0].path, "POST /v1/completions");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_with_role_chunk_and_multi_token_chunks() {
+    // role-only chunk at 5 ms (not a content event), then 10 chunks of two words every 20 ms
+    // from 60 ms; usage says 20 tokens → 1 + 19 spread: ITL per token ≈ 10 ms.
+    let script = |_| {
+        let mut s = vec![Step::SseHead, Step::At(5.0), Step::Chunk(sse::chat_role())];
+        for i in 0..10 {
+            s.push(Step::At(60.0 + 20.0 * i as f64));
+            s.push(Step::Chunk(sse::chat(" hello world")));
+        }
+        s.extend([Step::Chunk(sse::usage(12, 20)), Step::Chunk(sse::done()), Step::End]);
+        s
+    };
+    let server = ScriptedServer::start(script).await;
+    let ep = endpoint(&server.url(), Api::Chat, Timeouts::default());
+    let out = run_within(Duration::from_secs(20), ep, config(2, 2), workload(16, 20)).await;
+    for r in &out.records {
+        assert!(r.is_success(), "{:?}", r.error);
+        let m = RequestMetrics::of(r);
+        assert_close("TTFT", m.ttft.unwrap(), 60.0, 2.0);
+        assert_eq!(r.event_ms.len(), 10);
+        // N = 20 over 10 events: m1 = 1, later events 2 each except one that takes 3 → sum 20
+        assert_eq!(r.event_tokens.iter().sum::<u32>(), 20);
+        assert_eq!(r.event_tokens[0], 1);
+        assert_eq!(r.event_tokens_source, Some(TokenSource::Tokenizer));
+        // TPOT = 180 ms / 19
+        assert_close("TPOT", m.tpot.unwrap(), 180.0 / 19.0, 2.0);
+        assert_eq!(r.other_events, 2); // role chunk + usage chunk
+        assert_eq!(r.output_tokens_client, Some(20));
+    }
+    assert_eq!(server.served()[0].path, "POST /v1/chat/completions");
+    let body: serde_json::Value = serde_json::from_str(&server.served()[0].body).unwrap();
+    assert_eq!(body["messages"][0]["role"], "user");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_chunk_usage_from_the_server_wins() {
+    // vLLM continuous usage: each chunk carries cumulative completion tokens; chunks of 1, 3, 2 tokens
+    let script = |_| {
+        vec![
+            Step::SseHead,
+            Step::At(30.0),
+            Step::Chunk(sse::completion_with_usage(" a", 5, 1)),
+            Step::At(60.0),
+            Step::Chunk(sse::completion_with_usage(" b c d", 5, 4)),
+            Step::At(80.0),
+            Step::Chunk(sse::completion_with_usage(" e f", 5, 6)),
+            Step::Chunk(sse::done()),
+            Step::End,
+        ]
+    };
+    let server = ScriptedServer::start(script).await;
+    let ep = endpoint(&server.url(), Api::Completions, Timeouts::default());
+    let out = run_within(Duration::from_secs(20), ep, config(1, 1), workload(8, 6)).await;
+    let r = &out.records[0];
+    assert!(r.is_success(), "{:?}", r.error);
+    assert_eq!(r.event_tokens, vec![1, 3, 2]);
+    assert_eq!(r.event_tokens_source, Some(TokenSource::Server));
+    let mut s = goodput_metrics::Samples::new();
+    for (v, w) in goodput_metrics::request::itl_samples(r) {
+        s.push_weighted(v, w);
+    }
+    // gaps 30 ms over 3 tokens (10, 10, 10) and 20 ms over 2 tokens (10, 10)
+    let d = s.describe(PercentileMethod::Linear);
+    assert_eq!(d.n, 5);
+    assert_close("ITL mean", d.mean.unwrap(), 10.0, 1.0);
+    assert_close("TPOT", RequestMetrics::of(r).tpot.unwrap(), 10.0, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_times_match_server_write_times() {
+    let server = ScriptedServer::start(|_| steady_stream(20.0, 5.0, 30, false)).await;
+    let ep = endpoint(&server.url(), Api::Completions, Timeouts::default());
+    let clock = ep.clock;
+    let out = run_within(Duration::from_secs(20), ep, config(8, 8), workload(16, 30)).await;
+    let served = server.served();
+    assert_eq!(served.len(), 8);
+    // match requests by arrival order ≈ send order: compare each event with its chunk write time
+    let mut worst: f64 = 0.0;
+    for r in &out.records {
+        let sent = r.sent_ms.unwrap();
+        let s = served
+            .iter()
+            .min_by(|a, b| (clock.ms(a.arrived) - sent).abs().total_cmp(&(clock.ms(b.arrived) - sent).abs()))
+            .unwrap();
+        for (k, &t) in r.event_ms.iter().enumerate() {
+            worst = worst.max((t - clock.ms(s.chunk_times[k])).abs());
+        }
+    }
+    assert!(worst <= 2.0, "client event times differ from server writes by up to {worst:.3} ms");
+}

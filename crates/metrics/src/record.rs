@@ -1,0 +1,153 @@
+//! The one record type: what happened to one request, measured or simulated.
+//!
+//! Every driver (the HTTP client against a real server, the client against the embedded engine,
+//! the virtual-time simulator) produces [`RequestRecord`]s, and everything downstream (summary,
+//! SLOs, reports, comparisons) reads only these. Times are milliseconds on one monotonic clock,
+//! relative to the start of the run.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a token count came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server said so (`usage` in the stream, or the engine model itself).
+    Server,
+    /// Our tokenizer counted the text.
+    Tokenizer,
+}
+
+/// Why a request failed. Serialized as a `snake_case` string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The TCP connection could not be made (refused, unreachable, reset before a response).
+    Connect,
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// Connecting took longer than the connect timeout.
+    TimeoutConnect,
+    /// No content event arrived within the first-token timeout after sending.
+    TimeoutFirstToken,
+    /// The gap between two stream events exceeded the idle timeout.
+    TimeoutIdle,
+    /// The whole request exceeded the total timeout.
+    TimeoutTotal,
+    /// The stream could not be parsed (bad SSE, invalid JSON, unexpected shape).
+    MalformedStream,
+    /// The server sent an `error` object inside the stream.
+    ServerErrorEvent,
+    /// The connection closed before `[DONE]`.
+    StreamEndedEarly,
+    /// The run was interrupted (Ctrl-C, `--max-errors`) while this request was in flight.
+    Cancelled,
+    /// The engine model rejected the request (simulation: over the context, queue full).
+    Rejected,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::HttpStatus => "http_status",
+            ErrorClass::TimeoutConnect => "timeout_connect",
+            ErrorClass::TimeoutFirstToken => "timeout_first_token",
+            ErrorClass::TimeoutIdle => "timeout_idle",
+            ErrorClass::TimeoutTotal => "timeout_total",
+            ErrorClass::MalformedStream => "malformed_stream",
+            ErrorClass::ServerErrorEvent => "server_error_event",
+            ErrorClass::StreamEndedEarly => "stream_ended_early",
+            ErrorClass::Cancelled => "cancelled",
+            ErrorClass::Rejected => "rejected",
+        }
+    }
+}
+
+/// A classified failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestError {
+    pub class: ErrorClass,
+    /// Human-readable detail (for HTTP errors, a short excerpt of the body).
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+/// What happened to one request. See `docs/metrics.md` for every derived quantity.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Position in the run's schedule (0-based).
+    pub id: u64,
+    /// Session id and turn index (0-based) for multi-turn workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// `a`: when the schedule said the request should start.
+    pub scheduled_ms: f64,
+    /// Time spent waiting for a `--max-concurrency` slot (part of `s − a` that is not pacer lag).
+    #[serde(default)]
+    pub cap_wait_ms: f64,
+    /// `s`: when the request was written to the connection. `None` if it was never sent.
+    pub sent_ms: Option<f64>,
+    /// When the response headers arrived.
+    pub headers_ms: Option<f64>,
+    /// `c1..cK`: arrival time of each content event.
+    pub event_ms: Vec<f64>,
+    /// `m1..mK`: tokens carried by each content event (sums to `output_tokens`).
+    pub event_tokens: Vec<u32>,
+    /// Where `event_tokens` came from: the server's per-chunk usage, or our apportioning rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_tokens_source: Option<TokenSource>,
+    /// When the stream closed (or the failure was noticed).
+    pub end_ms: Option<f64>,
+    /// Times the request was resent because a pooled keep-alive connection turned out to be closed
+    /// by the server before any response byte (the request never reached the server's handler).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reconnects: u32,
+    /// Number of non-content events (role-only, empty, usage-only chunks).
+    #[serde(default)]
+    pub other_events: u32,
+
+    /// Prompt length in tokens and its provenance (server `usage` preferred).
+    pub input_tokens: Option<u64>,
+    pub input_tokens_source: Option<TokenSource>,
+    /// Output length in tokens and its provenance (server `usage` preferred).
+    pub output_tokens: Option<u64>,
+    pub output_tokens_source: Option<TokenSource>,
+    /// Both counts when both exist, to report client-vs-server disagreement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens_client: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens_server: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_client: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_server: Option<u64>,
+    /// The output length the workload asked for (`max_tokens`).
+    pub requested_output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// `None` when the request succeeded.
+    pub error: Option<RequestError>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl RequestRecord {
+    pub fn is_success(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// First content event time `c1`.
+    pub fn first_event_ms(&self) -> Option<f64> {
+        self.event_ms.first().copied()
+    }
+
+    /// Last content event time `cK`.
+    pub fn last_event_ms(&self) -> Option<f64> {
+        self.event_ms.last().copied()
+    }
+}

@@ -1,0 +1,172 @@
+//! Per-request latency metrics, exactly as defined in `docs/metrics.md`.
+//!
+//! Notation: `a` scheduled, `s` sent, `c1..cK` content events, `m1..mK` tokens per event,
+//! `N` output tokens.
+
+use crate::record::RequestRecord;
+
+/// Latencies of one request, in milliseconds. `None` where a quantity is undefined.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestMetrics {
+    /// `c1 − s`
+    pub ttft: Option<f64>,
+    /// `c1 − a`
+    pub ttft_sched: Option<f64>,
+    /// `s − a`
+    pub client_queue: Option<f64>,
+    /// `s − a − cap_wait`: how late the load generator itself was.
+    pub schedule_lag: Option<f64>,
+    /// `cK − s`
+    pub e2e: Option<f64>,
+    /// `cK − a`
+    pub e2e_sched: Option<f64>,
+    /// `cK − c1`
+    pub decode: Option<f64>,
+    /// `decode / (N − 1)`, undefined when `N ≤ 1`.
+    pub tpot: Option<f64>,
+    /// `E2E / N` (GuideLLM's "TPOT").
+    pub normalized: Option<f64>,
+    /// Longest gap between consecutive content events (the worst stall a reader saw).
+    pub itl_max: Option<f64>,
+    /// `end − s`: until the stream closed (reported apart from E2E).
+    pub stream_close: Option<f64>,
+}
+
+impl RequestMetrics {
+    pub fn of(r: &RequestRecord) -> Self {
+        let a = r.scheduled_ms;
+        let s = r.sent_ms;
+        let c1 = r.first_event_ms();
+        let ck = r.last_event_ms();
+        let n = r.output_tokens;
+        let sub = |x: Option<f64>, y: Option<f64>| Some(x? - y?);
+        let e2e = sub(ck, s);
+        let decode = sub(ck, c1);
+        let tpot = match (decode, n) {
+            (Some(d), Some(n)) if n > 1 => Some(d / (n - 1) as f64),
+            _ => None,
+        };
+        let normalized = match (e2e, n) {
+            (Some(e), Some(n)) if n > 0 => Some(e / n as f64),
+            _ => None,
+        };
+        let itl_max = r.event_ms.windows(2).map(|w| w[1] - w[0]).reduce(f64::max);
+        RequestMetrics {
+            ttft: sub(c1, s),
+            ttft_sched: c1.map(|c| c - a),
+            client_queue: s.map(|s| s - a),
+            schedule_lag: s.map(|s| s - a - r.cap_wait_ms),
+            e2e,
+            e2e_sched: ck.map(|c| c - a),
+            decode,
+            tpot,
+            normalized,
+            itl_max,
+            stream_close: sub(r.end_ms, s),
+        }
+    }
+}
+
+/// Token-level inter-token latencies of one request as `(value_ms, weight)` pairs: for each
+/// content event `k ≥ 2` that carried `m_k ≥ 1` tokens, the gap since the previous event that
+/// carried tokens, divided by `m_k`, counted `m_k` times. With `m1 = 1` their mean is TPOT.
+pub fn itl_samples(r: &RequestRecord) -> impl Iterator<Item = (f64, u64)> + '_ {
+    let mut prev: Option<f64> = None;
+    r.event_ms
+        .iter()
+        .zip(r.event_tokens.iter().copied().chain(std::iter::repeat(1)))
+        .filter_map(move |(&t, m)| {
+            if m == 0 {
+                return None;
+            }
+            let out = prev.map(|p| ((t - p) / m as f64, m as u64));
+            prev = Some(t);
+            out
+        })
+}
+
+/// Raw gaps between consecutive content events (what vLLM reports as ITL).
+pub fn chunk_gaps(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
+    r.event_ms.windows(2).map(|w| w[1] - w[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> RequestRecord {
+        // a = 0, s = 2, c = [52, 62, 82, 92] with m = [1, 1, 2, 1], N = 5, end = 95
+        RequestRecord {
+            scheduled_ms: 0.0,
+            sent_ms: Some(2.0),
+            event_ms: vec![52.0, 62.0, 82.0, 92.0],
+            event_tokens: vec![1, 1, 2, 1],
+            end_ms: Some(95.0),
+            output_tokens: Some(5),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hand_computed_request_metrics() {
+        let m = RequestMetrics::of(&rec());
+        assert_eq!(m.ttft, Some(50.0));
+        assert_eq!(m.ttft_sched, Some(52.0));
+        assert_eq!(m.client_queue, Some(2.0));
+        assert_eq!(m.schedule_lag, Some(2.0));
+        assert_eq!(m.e2e, Some(90.0));
+        assert_eq!(m.e2e_sched, Some(92.0));
+        assert_eq!(m.decode, Some(40.0));
+        assert_eq!(m.tpot, Some(10.0)); // 40 / (5 - 1)
+        assert_eq!(m.normalized, Some(18.0)); // 90 / 5
+        assert_eq!(m.itl_max, Some(20.0));
+        assert_eq!(m.stream_close, Some(93.0));
+    }
+
+    #[test]
+    fn itl_token_level_mean_is_tpot() {
+        let r = rec();
+        let s: Vec<_> = itl_samples(&r).collect();
+        // gaps 10 (m=1), 20 (m=2 -> 10 twice), 10 (m=1)
+        assert_eq!(s, vec![(10.0, 1), (10.0, 2), (10.0, 1)]);
+        let total: f64 = s.iter().map(|&(v, w)| v * w as f64).sum();
+        let n: u64 = s.iter().map(|&(_, w)| w).sum();
+        assert_eq!(total / n as f64, RequestMetrics::of(&r).tpot.unwrap());
+        assert_eq!(chunk_gaps(&r).collect::<Vec<_>>(), vec![10.0, 20.0, 10.0]);
+    }
+
+    #[test]
+    fn zero_token_event_folds_into_next_gap() {
+        let r = RequestRecord {
+            event_ms: vec![0.0, 5.0, 10.0],
+            event_tokens: vec![1, 0, 1],
+            output_tokens: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(itl_samples(&r).collect::<Vec<_>>(), vec![(10.0, 1)]);
+    }
+
+    #[test]
+    fn tpot_undefined_for_single_token() {
+        let r = RequestRecord {
+            sent_ms: Some(0.0),
+            event_ms: vec![30.0],
+            event_tokens: vec![1],
+            output_tokens: Some(1),
+            ..Default::default()
+        };
+        let m = RequestMetrics::of(&r);
+        assert_eq!(m.tpot, None);
+        assert_eq!(m.ttft, Some(30.0));
+        assert_eq!(m.decode, Some(0.0));
+        assert_eq!(m.itl_max, None);
+    }
+
+    #[test]
+    fn cap_wait_is_not_lag() {
+        let r = RequestRecord { scheduled_ms: 10.0, cap_wait_ms: 30.0, sent_ms: Some(40.5), ..Default::default() };
+        let m = RequestMetrics::of(&r);
+        assert_eq!(m.client_queue, Some(30.5));
+        assert_eq!(m.schedule_lag, Some(0.5));
+    }
+}

@@ -1,0 +1,276 @@
+//! Exact distribution statistics over (optionally weighted) samples.
+//!
+//! A [`Samples`] collection holds `(value, weight)` pairs; a weight of `w` means the value was
+//! observed `w` times (the token-level ITL counts each chunk gap once per token it carried).
+//! Every statistic is exactly what the expanded sample vector would give, without expanding it.
+//!
+//! Percentiles default to NumPy's `linear` method (interpolation between closest ranks);
+//! [`PercentileMethod::NearestRank`] gives the classic `ceil(p·n)`-th smallest value.
+
+use serde::{Deserialize, Serialize};
+
+/// How a percentile is read off the sorted samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PercentileMethod {
+    /// NumPy's default (`method="linear"`): rank `h = (n − 1)·p`, interpolate between
+    /// the values at ranks `floor(h)` and `floor(h) + 1`.
+    #[default]
+    Linear,
+    /// The `ceil(p·n)`-th smallest value (1-based), `p = 0` giving the minimum.
+    NearestRank,
+}
+
+/// A multiset of samples, each with an integer weight.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    items: Vec<(f64, u64)>,
+    sorted: bool,
+}
+
+impl Samples {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one observation. Non-finite values are ignored (they cannot be ranked).
+    pub fn push(&mut self, value: f64) {
+        self.push_weighted(value, 1);
+    }
+
+    /// Adds `weight` observations of `value`. A zero weight adds nothing.
+    pub fn push_weighted(&mut self, value: f64, weight: u64) {
+        if weight == 0 || !value.is_finite() {
+            return;
+        }
+        self.items.push((value, weight));
+        self.sorted = false;
+    }
+
+    /// Total weight (the number of observations in the expanded vector).
+    pub fn count(&self) -> u64 {
+        self.items.iter().map(|&(_, w)| w).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn sort(&mut self) {
+        if !self.sorted {
+            self.items.sort_by(|a, b| a.0.total_cmp(&b.0));
+            self.sorted = true;
+        }
+    }
+
+    /// The value at 0-based rank `i` of the expanded sorted vector. Requires sorted, `i < count`.
+    fn at_rank(&self, cumulative: &[u64], i: u64) -> f64 {
+        // first group whose cumulative weight exceeds i
+        let g = cumulative.partition_point(|&c| c <= i);
+        self.items[g.min(self.items.len() - 1)].0
+    }
+
+    fn cumulative(&self) -> Vec<u64> {
+        let mut acc = 0;
+        self.items
+            .iter()
+            .map(|&(_, w)| {
+                acc += w;
+                acc
+            })
+            .collect()
+    }
+
+    /// One percentile, `p` in `[0, 1]`. `None` when there are no samples.
+    pub fn percentile(&mut self, p: f64, method: PercentileMethod) -> Option<f64> {
+        self.sort();
+        let cumulative = self.cumulative();
+        percentile_sorted(self, &cumulative, p, method)
+    }
+
+    /// The fixed set of statistics every latency distribution reports.
+    pub fn describe(&mut self, method: PercentileMethod) -> Distribution {
+        let n = self.count();
+        if n == 0 {
+            return Distribution::default();
+        }
+        self.sort();
+        let cumulative = self.cumulative();
+        let nf = n as f64;
+        let mean = self.items.iter().map(|&(v, w)| v * w as f64).sum::<f64>() / nf;
+        let var = self
+            .items
+            .iter()
+            .map(|&(v, w)| (v - mean) * (v - mean) * w as f64)
+            .sum::<f64>()
+            / nf;
+        let q = |p| percentile_sorted(self, &cumulative, p, method);
+        Distribution {
+            n,
+            mean: Some(mean),
+            std: Some(var.max(0.0).sqrt()),
+            min: Some(self.items[0].0),
+            max: Some(self.items[self.items.len() - 1].0),
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            p99_9: q(0.999),
+        }
+    }
+
+    /// The sorted, expanded-order values with their weights (for confidence intervals and plots).
+    pub fn sorted_items(&mut self) -> &[(f64, u64)] {
+        self.sort();
+        &self.items
+    }
+}
+
+impl FromIterator<f64> for Samples {
+    fn from_iter<I: IntoIterator<Item = f64>>(iter: I) -> Self {
+        let mut s = Samples::new();
+        for v in iter {
+            s.push(v);
+        }
+        s
+    }
+}
+
+fn percentile_sorted(s: &Samples, cumulative: &[u64], p: f64, method: PercentileMethod) -> Option<f64> {
+    let n = *cumulative.last()?;
+    let p = p.clamp(0.0, 1.0);
+    match method {
+        PercentileMethod::Linear => {
+            let h = (n - 1) as f64 * p;
+            let lo = h.floor() as u64;
+            let frac = h - lo as f64;
+            let a = s.at_rank(cumulative, lo);
+            if frac == 0.0 || lo + 1 >= n {
+                return Some(a);
+            }
+            let b = s.at_rank(cumulative, lo + 1);
+            Some(a + frac * (b - a))
+        }
+        PercentileMethod::NearestRank => {
+            let rank = ((p * n as f64).ceil() as u64).clamp(1, n);
+            Some(s.at_rank(cumulative, rank - 1))
+        }
+    }
+}
+
+/// Summary statistics of one distribution. Every field is `None` (JSON `null`) without samples.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// Number of samples (the expanded count for weighted samples).
+    pub n: u64,
+    pub mean: Option<f64>,
+    /// Population standard deviation (NumPy's `std` with `ddof=0`).
+    pub std: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub p99_9: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: Option<f64>, b: f64) {
+        let a = a.expect("value");
+        assert!((a - b).abs() < 1e-9, "{a} != {b}");
+    }
+
+    #[test]
+    fn numpy_linear_parity() {
+        // np.percentile([1, 2, 3, 4], [50, 90, 95, 99, 99.9]) =
+        // [2.5, 3.7, 3.85, 3.97, 3.997]
+        let mut s: Samples = [4.0, 1.0, 3.0, 2.0].into_iter().collect();
+        let d = s.describe(PercentileMethod::Linear);
+        close(d.p50, 2.5);
+        close(d.p90, 3.7);
+        close(d.p95, 3.85);
+        close(d.p99, 3.97);
+        close(d.p99_9, 3.997);
+        close(d.mean, 2.5);
+        // np.std([1,2,3,4]) = sqrt(1.25)
+        close(d.std, 1.25f64.sqrt());
+        close(d.min, 1.0);
+        close(d.max, 4.0);
+        assert_eq!(d.n, 4);
+    }
+
+    #[test]
+    fn numpy_linear_parity_uneven() {
+        // x = [10, 20, 35, 50, 100, 7]; sorted [7, 10, 20, 35, 50, 100]
+        // p50: h = 2.5 -> 20 + 0.5*15 = 27.5
+        // p90: h = 4.5 -> 50 + 0.5*50 = 75
+        // p99: h = 4.95 -> 50 + 0.95*50 = 97.5
+        let mut s: Samples = [10.0, 20.0, 35.0, 50.0, 100.0, 7.0].into_iter().collect();
+        close(s.percentile(0.5, PercentileMethod::Linear), 27.5);
+        close(s.percentile(0.9, PercentileMethod::Linear), 75.0);
+        close(s.percentile(0.99, PercentileMethod::Linear), 97.5);
+        close(s.percentile(0.0, PercentileMethod::Linear), 7.0);
+        close(s.percentile(1.0, PercentileMethod::Linear), 100.0);
+    }
+
+    #[test]
+    fn nearest_rank() {
+        // n = 5: p50 -> ceil(2.5) = 3rd = 30; p90 -> ceil(4.5) = 5th = 50; p0 -> 1st
+        let mut s: Samples = [50.0, 10.0, 40.0, 20.0, 30.0].into_iter().collect();
+        close(s.percentile(0.5, PercentileMethod::NearestRank), 30.0);
+        close(s.percentile(0.9, PercentileMethod::NearestRank), 50.0);
+        close(s.percentile(0.2, PercentileMethod::NearestRank), 10.0);
+        close(s.percentile(0.0, PercentileMethod::NearestRank), 10.0);
+    }
+
+    #[test]
+    fn weighted_equals_expanded() {
+        // (5, x3), (1, x1), (9, x2) expands to [1, 5, 5, 5, 9, 9]
+        let mut w = Samples::new();
+        w.push_weighted(5.0, 3);
+        w.push_weighted(1.0, 1);
+        w.push_weighted(9.0, 2);
+        let mut e: Samples = [1.0, 5.0, 5.0, 5.0, 9.0, 9.0].into_iter().collect();
+        assert_eq!(w.describe(PercentileMethod::Linear), e.describe(PercentileMethod::Linear));
+        assert_eq!(
+            w.describe(PercentileMethod::NearestRank),
+            e.describe(PercentileMethod::NearestRank)
+        );
+        // mean = 34/6
+        close(w.describe(PercentileMethod::Linear).mean, 34.0 / 6.0);
+    }
+
+    #[test]
+    fn empty_and_single() {
+        let mut s = Samples::new();
+        assert_eq!(s.describe(PercentileMethod::Linear), Distribution::default());
+        s.push(f64::NAN);
+        assert!(s.is_empty());
+        s.push(3.0);
+        let d = s.describe(PercentileMethod::Linear);
+        close(d.p99, 3.0);
+        close(d.std, 0.0);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn weighted_matches_expansion(v in proptest::collection::vec((0.0f64..1000.0, 1u64..5), 1..40),
+                                      p in 0.0f64..1.0) {
+            let mut w = Samples::new();
+            let mut e = Samples::new();
+            for &(x, k) in &v {
+                w.push_weighted(x, k);
+                for _ in 0..k { e.push(x); }
+            }
+            for m in [PercentileMethod::Linear, PercentileMethod::NearestRank] {
+                let a = w.percentile(p, m).unwrap();
+                let b = e.percentile(p, m).unwrap();
+                proptest::prop_assert!((a - b).abs() < 1e-9);
+            }
+        }
+    }
+}

