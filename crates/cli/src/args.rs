@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "goodput", version, about = "Measure, model and plan LLM inference serving: TTFT, TPOT, ITL, goodput and capacity.")]
+#[command(
+    name = "goodput",
+    version,
+    about = "Measure, model and plan LLM inference serving: TTFT, TPOT, ITL, goodput and capacity."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -17,22 +17,44 @@ use crate::report::{LiveLog, write_doc};
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
     let mut plan = BenchPlan::from_args(&args)?;
-    let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
-    let client = HttpClient::new(&plan.url, key.as_deref(), plan.load.load.pool_size(), plan.timeouts.connect)?;
+    let key = std::env::var(&plan.api_key_env)
+        .ok()
+        .filter(|k| !k.is_empty());
+    let client = HttpClient::new(
+        &plan.url,
+        key.as_deref(),
+        plan.load.load.pool_size(),
+        plan.timeouts.connect,
+    )?;
     let model = match &plan.model {
         Some(m) => m.clone(),
         None => {
-            let ids = client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
-            ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
+            let ids = client
+                .models(Duration::from_secs(30))
+                .await
+                .context("cannot pick a model (pass --model)")?;
+            ids.into_iter()
+                .next()
+                .context("the server lists no models at /v1/models (pass --model)")?
         }
     };
     plan.model = Some(model.clone());
-    let target = Target { kind: "url".into(), url: Some(plan.url.clone()), model: Some(model.clone()), engine: None };
+    let target = Target {
+        kind: "url".into(),
+        url: Some(plan.url.clone()),
+        model: Some(model.clone()),
+        engine: None,
+    };
     measure(&plan, client, target, model).await
 }
 
 /// Runs a validated plan against a reachable endpoint, writes the results, prints the report.
-pub async fn measure(plan: &BenchPlan, client: HttpClient, target: Target, model: String) -> anyhow::Result<Outcome> {
+pub async fn measure(
+    plan: &BenchPlan,
+    client: HttpClient,
+    target: Target,
+    model: String,
+) -> anyhow::Result<Outcome> {
     let ep = Endpoint {
         client,
         api: plan.api,
@@ -53,7 +75,11 @@ pub async fn measure(plan: &BenchPlan, client: HttpClient, target: Target, model
     };
     let workload = Workload::new(plan.workload.spec.clone(), plan.workload.tk.clone())?;
     let jsonl = plan.output.jsonl_path();
-    let log = Arc::new(LiveLog::new(jsonl.as_deref(), plan.load.requests, plan.output.quiet)?);
+    let log = Arc::new(LiveLog::new(
+        jsonl.as_deref(),
+        plan.load.requests,
+        plan.output.quiet,
+    )?);
 
     let (interrupt, token) = cancel_pair();
     tokio::spawn(async move {
@@ -76,7 +102,10 @@ pub async fn measure(plan: &BenchPlan, client: HttpClient, target: Target, model
         "goodput bench · {} · model {} · {} · {}",
         target.url.as_deref().unwrap_or(&target.kind),
         target.model.as_deref().unwrap_or("-"),
-        serde_json::to_value(plan.api).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        serde_json::to_value(plan.api)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         load_label(plan),
     );
     print!("{}", console::render(&title, &summary));
@@ -96,7 +125,13 @@ pub async fn measure(plan: &BenchPlan, client: HttpClient, target: Target, model
     };
     if let Some(path) = &plan.output.out {
         write_doc(path, vec![run], None)?;
-        println!("  results      {}{}", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
+        println!(
+            "  results      {}{}",
+            path.display(),
+            jsonl
+                .map(|j| format!(" · {}", j.display()))
+                .unwrap_or_default()
+        );
     }
     Ok(match outcome.stop {
         StopReason::MaxErrors => Outcome::Failed,

@@ -37,7 +37,11 @@ fn differs(a: &Distribution, b: &Distribution) -> bool {
 pub fn render(title: &str, s: &Summary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{title}");
-    let _ = writeln!(o, "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}", "latency (ms)", "mean", "p50", "p90", "p95", "p99", "n");
+    let _ = writeln!(
+        o,
+        "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        "latency (ms)", "mean", "p50", "p90", "p95", "p99", "n"
+    );
     row(&mut o, "TTFT", &s.ttft_ms);
     if differs(&s.ttft_ms, &s.ttft_sched_ms) {
         row(&mut o, "TTFT (sched)", &s.ttft_sched_ms);
@@ -55,7 +59,11 @@ pub fn render(title: &str, s: &Summary) -> String {
         s.attempted,
         s.completed,
         s.failed,
-        if s.excluded > 0 { format!(" ({} outside the measurement window)", s.excluded) } else { String::new() }
+        if s.excluded > 0 {
+            format!(" ({} outside the measurement window)", s.excluded)
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(o, "  duration     {:.2} s", s.duration_s);
     let _ = writeln!(
@@ -84,7 +92,10 @@ pub fn render(title: &str, s: &Summary) -> String {
             Verdict::Ok => "ok",
             Verdict::ClientBound => "CLIENT-BOUND",
         };
-        let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}");
+        let _ = writeln!(
+            o,
+            "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}"
+        );
     }
     if !s.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings:");

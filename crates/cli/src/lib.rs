@@ -29,7 +29,10 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("goodput: cannot start the async runtime: {e}");

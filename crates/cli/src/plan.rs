@@ -12,7 +12,9 @@ use goodput_tokenizer::Tokenizer;
 use goodput_workload::{Arrivals, Dataset, LengthDist, WorkloadSpec};
 use serde::Serialize;
 
-use crate::args::{ApiArg, BenchArgs, LoadArgs, OutputArgs, PercentileArg, TimeoutArgs, WorkloadArgs};
+use crate::args::{
+    ApiArg, BenchArgs, LoadArgs, OutputArgs, PercentileArg, TimeoutArgs, WorkloadArgs,
+};
 
 /// Invalid usage: exit code 2.
 #[derive(Debug)]
@@ -46,7 +48,10 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
     };
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(Duration::from_secs_f64(v * mult)),
-        _ => Err(usage(flag, format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)"))),
+        _ => Err(usage(
+            flag,
+            format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)"),
+        )),
     }
 }
 
@@ -86,11 +91,24 @@ impl LoadPlan {
     pub fn from_args(a: &LoadArgs) -> Result<Self, UsageError> {
         let load = match (a.concurrency, &a.rate) {
             (Some(0), _) => return Err(usage("--concurrency", "must be at least 1")),
-            (Some(n), _) => Load::Closed { concurrency: n, think_s: 0.0 },
-            (None, Some(r)) => Load::Open { arrivals: parse_rate(r)?, max_concurrency: None },
-            (None, None) => Load::Closed { concurrency: 16, think_s: 0.0 },
+            (Some(n), _) => Load::Closed {
+                concurrency: n,
+                think_s: 0.0,
+            },
+            (None, Some(r)) => Load::Open {
+                arrivals: parse_rate(r)?,
+                max_concurrency: None,
+            },
+            (None, None) => Load::Closed {
+                concurrency: 16,
+                think_s: 0.0,
+            },
         };
-        let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
+        let duration = a
+            .duration
+            .as_deref()
+            .map(|d| positive_duration("--duration", d))
+            .transpose()?;
         let requests = match (a.requests, duration) {
             (Some(0), _) => return Err(usage("--requests", "must be at least 1")),
             (Some(n), _) => Some(n),
@@ -125,7 +143,10 @@ fn parse_rate(r: &str) -> Result<Arrivals, UsageError> {
     }
     match r.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(Arrivals::Poisson { rate: v }),
-        _ => Err(usage("--rate", format!("`{r}` is not a positive number of requests per second (or `inf`)"))),
+        _ => Err(usage(
+            "--rate",
+            format!("`{r}` is not a positive number of requests per second (or `inf`)"),
+        )),
     }
 }
 
@@ -158,7 +179,11 @@ impl WorkloadPlan {
             seed,
             ..Default::default()
         };
-        Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), tk })
+        Ok(WorkloadPlan {
+            spec,
+            tokenizer: tk.name().to_string(),
+            tk,
+        })
     }
 }
 
@@ -185,12 +210,24 @@ pub struct OutputPlan {
 impl OutputPlan {
     pub fn from_args(a: &OutputArgs) -> Result<Self, UsageError> {
         if let Some(p) = &a.out {
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             if !dir.is_dir() {
-                return Err(usage("--out", format!("directory {} does not exist", dir.display())));
+                return Err(usage(
+                    "--out",
+                    format!("directory {} does not exist", dir.display()),
+                ));
             }
             if p.is_dir() {
-                return Err(usage("--out", format!("{} is a directory; give a file name like results.json", p.display())));
+                return Err(usage(
+                    "--out",
+                    format!(
+                        "{} is a directory; give a file name like results.json",
+                        p.display()
+                    ),
+                ));
             }
         }
         Ok(OutputPlan {
@@ -206,7 +243,10 @@ impl OutputPlan {
     /// `STEM.requests.jsonl` beside the result file.
     pub fn jsonl_path(&self) -> Option<std::path::PathBuf> {
         let p = self.out.as_ref()?;
-        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
+        let stem = p
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "results".into());
         Some(p.with_file_name(format!("{stem}.requests.jsonl")))
     }
 }
@@ -232,17 +272,30 @@ impl BenchPlan {
     pub fn from_args(a: &BenchArgs) -> Result<Self, UsageError> {
         let url = match &a.url {
             Some(u) => goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))?,
-            None => return Err(usage("--url", "required: the base URL of an OpenAI-compatible server")),
+            None => {
+                return Err(usage(
+                    "--url",
+                    "required: the base URL of an OpenAI-compatible server",
+                ));
+            }
         };
         let extra_body = match &a.extra_body {
             Some(j) => match serde_json::from_str::<serde_json::Value>(j) {
                 Ok(serde_json::Value::Object(m)) => Some(m),
-                _ => return Err(usage("--extra-body", "expected a JSON object, e.g. '{\"temperature\": 0}'")),
+                _ => {
+                    return Err(usage(
+                        "--extra-body",
+                        "expected a JSON object, e.g. '{\"temperature\": 0}'",
+                    ));
+                }
             },
             None => None,
         };
         if a.api_key_env.is_empty() {
-            return Err(usage("--api-key-env", "expected an environment variable name"));
+            return Err(usage(
+                "--api-key-env",
+                "expected an environment variable name",
+            ));
         }
         let load = LoadPlan::from_args(&a.load)?;
         Ok(BenchPlan {
@@ -279,9 +332,15 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("f", "250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(
+            parse_duration("f", "250ms").unwrap(),
+            Duration::from_millis(250)
+        );
         assert_eq!(parse_duration("f", "2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("f", "1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            parse_duration("f", "1.5").unwrap(),
+            Duration::from_millis(1500)
+        );
         assert!(parse_duration("f", "soon").is_err());
         assert!(parse_duration("f", "-1s").is_err());
     }
@@ -293,7 +352,13 @@ mod tests {
         assert_eq!(p.load.requests, Some(100));
         assert!(p.ignore_eos);
         assert_eq!(p.workload.spec.input_tokens, LengthDist::Fixed(512));
-        assert!(matches!(p.load.load, Load::Closed { concurrency: 16, .. }));
+        assert!(matches!(
+            p.load.load,
+            Load::Closed {
+                concurrency: 16,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -302,7 +367,13 @@ mod tests {
         assert_eq!(p.load.requests, None);
         assert_eq!(p.load.offered_rate(), Some(2.5));
         let p = bench(&["--url", "http://h:1", "--rate", "inf"]).unwrap();
-        assert!(matches!(p.load.load, Load::Open { arrivals: Arrivals::AllAtOnce, .. }));
+        assert!(matches!(
+            p.load.load,
+            Load::Open {
+                arrivals: Arrivals::AllAtOnce,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -310,13 +381,39 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["--url", "ftp://x"], "--url"),
             (&["--url", "http://h:1", "--rate=-3"], "--rate"),
-            (&["--url", "http://h:1", "--concurrency", "0"], "--concurrency"),
-            (&["--url", "http://h:1", "--input-tokens", "uniform:9..1"], "--input-tokens"),
-            (&["--url", "http://h:1", "--output-tokens", "file:/nonexistent"], "--output-tokens"),
-            (&["--url", "http://h:1", "--tokenizer", "/nonexistent.json"], "--tokenizer"),
-            (&["--url", "http://h:1", "--timeout-idle", "0s"], "--timeout-idle"),
-            (&["--url", "http://h:1", "--extra-body", "[1]"], "--extra-body"),
-            (&["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"], "--out"),
+            (
+                &["--url", "http://h:1", "--concurrency", "0"],
+                "--concurrency",
+            ),
+            (
+                &["--url", "http://h:1", "--input-tokens", "uniform:9..1"],
+                "--input-tokens",
+            ),
+            (
+                &[
+                    "--url",
+                    "http://h:1",
+                    "--output-tokens",
+                    "file:/nonexistent",
+                ],
+                "--output-tokens",
+            ),
+            (
+                &["--url", "http://h:1", "--tokenizer", "/nonexistent.json"],
+                "--tokenizer",
+            ),
+            (
+                &["--url", "http://h:1", "--timeout-idle", "0s"],
+                "--timeout-idle",
+            ),
+            (
+                &["--url", "http://h:1", "--extra-body", "[1]"],
+                "--extra-body",
+            ),
+            (
+                &["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"],
+                "--out",
+            ),
         ];
         for (args, flag) in cases {
             let e = bench(args).unwrap_err().to_string();

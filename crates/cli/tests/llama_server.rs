@@ -24,18 +24,28 @@ impl Drop for Server {
 fn paths() -> Option<(PathBuf, PathBuf)> {
     let cache = std::env::var("GOODPUT_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/goodput"));
-    let bin = std::env::var("GOODPUT_LLAMA_SERVER").map(PathBuf::from).unwrap_or(cache.join("llama-server"));
-    let model = std::env::var("GOODPUT_LLAMA_MODEL").map(PathBuf::from).unwrap_or(cache.join("SmolLM2-135M-Instruct.Q4_1.gguf"));
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/goodput")
+        });
+    let bin = std::env::var("GOODPUT_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or(cache.join("llama-server"));
+    let model = std::env::var("GOODPUT_LLAMA_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or(cache.join("SmolLM2-135M-Instruct.Q4_1.gguf"));
     (bin.is_file() && model.is_file()).then_some((bin, model))
 }
 
 /// `GET /health` answers 200 (plain std I/O, no client dependency).
 fn health_ok(port: u16) -> bool {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
         return false;
     }
     let mut buf = [0u8; 64];
@@ -46,15 +56,39 @@ fn health_ok(port: u16) -> bool {
 fn start() -> Option<(Server, String)> {
     let Some((bin, model)) = paths() else {
         if std::env::var("GOODPUT_REQUIRE_LLAMA").as_deref() == Ok("1") {
-            panic!("llama-server is required (GOODPUT_REQUIRE_LLAMA=1) but not built: run scripts/llama-server.sh build");
+            panic!(
+                "llama-server is required (GOODPUT_REQUIRE_LLAMA=1) but not built: run scripts/llama-server.sh build"
+            );
         }
         eprintln!("skipping: llama-server not built (scripts/llama-server.sh build)");
         return None;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new(bin)
-        .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["-a", "SmolLM2-135M-Instruct", "--metrics", "--no-webui", "-c", "8192", "-np", "4", "-t", "1"])
+        .args([
+            "-m",
+            model.to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "-a",
+            "SmolLM2-135M-Instruct",
+            "--metrics",
+            "--no-webui",
+            "-c",
+            "8192",
+            "-np",
+            "4",
+            "-t",
+            "1",
+        ])
         .args(["--no-cache-prompt", "--cache-ram", "0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -67,7 +101,10 @@ fn start() -> Option<(Server, String)> {
         if health_ok(port) {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "llama-server did not become healthy");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "llama-server did not become healthy"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
     Some((server, url))
@@ -78,12 +115,32 @@ fn check(url: &str, api: &str) {
     let out = dir.join("r.json");
     let o = run(
         &[
-            "bench", "--url", url, "--api", api, "--requests", "6", "--concurrency", "2", "--input-tokens", "64",
-            "--output-tokens", "16", "--out", out.to_str().unwrap(), "-q",
+            "bench",
+            "--url",
+            url,
+            "--api",
+            api,
+            "--requests",
+            "6",
+            "--concurrency",
+            "2",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "16",
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
         ],
         Duration::from_secs(240),
     );
-    assert_eq!(o.status.code(), Some(0), "{api}: {}\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{api}: {}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
     let doc = load_valid(&out);
     let run = &doc["runs"][0];
     assert_eq!(run["plan"]["model"], "SmolLM2-135M-Instruct");
@@ -92,12 +149,22 @@ fn check(url: &str, api: &str) {
     for r in run["requests"].as_array().unwrap() {
         let rec: goodput_metrics::RequestRecord = serde_json::from_value(r.clone()).unwrap();
         assert!(rec.is_success(), "{api}: {:?}", rec.error);
-        assert_eq!(rec.output_tokens_source, Some(goodput_metrics::TokenSource::Server), "{api}: usage-based counts");
-        assert_eq!(rec.input_tokens_source, Some(goodput_metrics::TokenSource::Server));
+        assert_eq!(
+            rec.output_tokens_source,
+            Some(goodput_metrics::TokenSource::Server),
+            "{api}: usage-based counts"
+        );
+        assert_eq!(
+            rec.input_tokens_source,
+            Some(goodput_metrics::TokenSource::Server)
+        );
         assert_eq!(rec.output_tokens, Some(16), "{api}: ignore_eos is honoured");
         assert_eq!(rec.event_tokens.iter().map(|&m| m as u64).sum::<u64>(), 16);
         let m = goodput_metrics::RequestMetrics::of(&rec);
-        assert!(m.ttft.unwrap() > 0.0 && m.ttft.unwrap() < m.e2e.unwrap(), "{api}: TTFT < E2E");
+        assert!(
+            m.ttft.unwrap() > 0.0 && m.ttft.unwrap() < m.e2e.unwrap(),
+            "{api}: TTFT < E2E"
+        );
         assert!(m.tpot.unwrap() > 0.0, "{api}: TPOT > 0");
         assert!(rec.headers_ms.unwrap() <= rec.event_ms[0]);
     }
@@ -109,7 +176,9 @@ fn check(url: &str, api: &str) {
 
 #[test]
 fn bench_llama_server_completions_and_chat() {
-    let Some((_server, url)) = start() else { return };
+    let Some((_server, url)) = start() else {
+        return;
+    };
     check(&url, "completions");
     check(&url, "chat");
 }

@@ -57,7 +57,11 @@ struct Stream {
 impl Stream {
     fn fail(&mut self, class: ErrorClass, message: String, status: Option<u16>) {
         if self.rec.error.is_none() {
-            self.rec.error = Some(RequestError { class, message, status });
+            self.rec.error = Some(RequestError {
+                class,
+                message,
+                status,
+            });
         }
     }
 
@@ -71,7 +75,11 @@ impl Stream {
             return true;
         }
         if ev.event.as_deref() == Some("error") {
-            self.fail(ErrorClass::ServerErrorEvent, format!("error event: {}", excerpt(ev.data.as_bytes(), 200)), None);
+            self.fail(
+                ErrorClass::ServerErrorEvent,
+                format!("error event: {}", excerpt(ev.data.as_bytes(), 200)),
+                None,
+            );
             return false;
         }
         let chunk = match parse_chunk(&ev.data) {
@@ -95,7 +103,8 @@ impl Stream {
         if chunk.is_content {
             self.rec.event_ms.push(t);
             self.deltas.push(chunk.text);
-            self.cumulative.push(chunk.usage.and_then(|u| u.completion_tokens));
+            self.cumulative
+                .push(chunk.usage.and_then(|u| u.completion_tokens));
         } else {
             self.rec.other_events += 1;
         }
@@ -117,23 +126,32 @@ impl Stream {
         r.output_tokens_client = Some(client_out);
         r.output_tokens_server = server_out;
         r.input_tokens_server = self.usage.prompt_tokens;
-        (r.input_tokens, r.input_tokens_source) = match (self.usage.prompt_tokens, r.input_tokens_client) {
-            (Some(s), _) => (Some(s), Some(TokenSource::Server)),
-            (None, Some(c)) => (Some(c), Some(TokenSource::Tokenizer)),
-            (None, None) => (None, None),
-        };
+        (r.input_tokens, r.input_tokens_source) =
+            match (self.usage.prompt_tokens, r.input_tokens_client) {
+                (Some(s), _) => (Some(s), Some(TokenSource::Server)),
+                (None, Some(c)) => (Some(c), Some(TokenSource::Tokenizer)),
+                (None, None) => (None, None),
+            };
         if !r.event_ms.is_empty() {
             let cum: Option<Vec<u64>> = self.cumulative.iter().copied().collect();
-            let from_server = cum.filter(|c| c.windows(2).all(|w| w[0] <= w[1]) && c.last() == Some(&n));
+            let from_server =
+                cum.filter(|c| c.windows(2).all(|w| w[0] <= w[1]) && c.last() == Some(&n));
             (r.event_tokens, r.event_tokens_source) = match from_server {
                 Some(c) => (tokens::from_cumulative(&c), Some(TokenSource::Server)),
                 None => {
-                    let counts: Vec<u64> = self.deltas.iter().map(|d| tokenizer.count(d).max(1) as u64).collect();
+                    let counts: Vec<u64> = self
+                        .deltas
+                        .iter()
+                        .map(|d| tokenizer.count(d).max(1) as u64)
+                        .collect();
                     (tokens::apportion(n, &counts), Some(TokenSource::Tokenizer))
                 }
             };
         }
-        Exchange { record: self.rec, reply }
+        Exchange {
+            record: self.rec,
+            reply,
+        }
     }
 }
 
@@ -151,13 +169,25 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         requested_output_tokens: meta.requested_output_tokens,
         ..Default::default()
     };
-    let mut st = Stream { rec, deltas: Vec::new(), cumulative: Vec::new(), usage: Usage::default(), done: false };
+    let mut st = Stream {
+        rec,
+        deltas: Vec::new(),
+        cumulative: Vec::new(),
+        usage: Usage::default(),
+        done: false,
+    };
 
     let sent = Instant::now();
     st.rec.sent_ms = Some(clock.ms(sent));
     let total_deadline = sent + to.total;
     let first_deadline = (sent + to.first_token).min(total_deadline);
-    let which = |d: Instant, other: ErrorClass| if d >= total_deadline { ErrorClass::TimeoutTotal } else { other };
+    let which = |d: Instant, other: ErrorClass| {
+        if d >= total_deadline {
+            ErrorClass::TimeoutTotal
+        } else {
+            other
+        }
+    };
 
     // Response headers. A pooled keep-alive connection that the server closed just as we wrote
     // to it fails before any response byte; that request never reached the server's handler, so
@@ -185,7 +215,14 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
     let resp = match resp {
         Err(_) => {
             let class = which(first_deadline, ErrorClass::TimeoutFirstToken);
-            st.fail(class, format!("no response headers within {:.1} s", (first_deadline - sent).as_secs_f64()), None);
+            st.fail(
+                class,
+                format!(
+                    "no response headers within {:.1} s",
+                    (first_deadline - sent).as_secs_f64()
+                ),
+                None,
+            );
             return end(st, ep);
         }
         Ok(Err(e)) => {
@@ -196,7 +233,10 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
                     (ErrorClass::Connect, "cannot connect")
                 }
             } else {
-                (ErrorClass::StreamEndedEarly, "connection closed before the response")
+                (
+                    ErrorClass::StreamEndedEarly,
+                    "connection closed before the response",
+                )
             };
             st.fail(class, format!("{what}: {}", error_chain(&e)), None);
             return end(st, ep);
@@ -221,7 +261,11 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         };
         let _ = timeout_at(total_deadline.min(Instant::now() + to.idle).into(), read).await;
         let text = excerpt(&buf, 200);
-        st.fail(ErrorClass::HttpStatus, format!("HTTP {}: {text}", status.as_u16()), Some(status.as_u16()));
+        st.fail(
+            ErrorClass::HttpStatus,
+            format!("HTTP {}: {text}", status.as_u16()),
+            Some(status.as_u16()),
+        );
         return end(st, ep);
     }
 
@@ -231,9 +275,15 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
     loop {
         let (deadline, class) = if st.done {
             // the stream is complete; give the server a moment to close it
-            (total_deadline.min(last_bytes + to.idle.min(std::time::Duration::from_secs(2))), None)
+            (
+                total_deadline.min(last_bytes + to.idle.min(std::time::Duration::from_secs(2))),
+                None,
+            )
         } else if st.rec.event_ms.is_empty() {
-            (first_deadline, Some(which(first_deadline, ErrorClass::TimeoutFirstToken)))
+            (
+                first_deadline,
+                Some(which(first_deadline, ErrorClass::TimeoutFirstToken)),
+            )
         } else {
             let d = (last_bytes + to.idle).min(total_deadline);
             (d, Some(which(d, ErrorClass::TimeoutIdle)))
@@ -249,7 +299,9 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
             Err(_) => {
                 if let Some(class) = class {
                     let what = match class {
-                        ErrorClass::TimeoutFirstToken => "no content within the first-token timeout",
+                        ErrorClass::TimeoutFirstToken => {
+                            "no content within the first-token timeout"
+                        }
                         ErrorClass::TimeoutIdle => "no bytes within the idle timeout",
                         _ => "the request exceeded the total timeout",
                     };
@@ -260,12 +312,18 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
             Ok(None) => break,
             Ok(Some(Err(e))) => {
                 if !st.done {
-                    st.fail(ErrorClass::StreamEndedEarly, format!("stream broke: {}", error_chain(&e)), None);
+                    st.fail(
+                        ErrorClass::StreamEndedEarly,
+                        format!("stream broke: {}", error_chain(&e)),
+                        None,
+                    );
                 }
                 break;
             }
             Ok(Some(Ok(frame))) => {
-                let Ok(data) = frame.into_data() else { continue };
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
                 let now = Instant::now();
                 last_bytes = now;
                 let t = clock.ms(now);
@@ -283,10 +341,17 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         }
     }
     if st.rec.error.is_none() && !st.done {
-        let detail = if decoder.has_partial() { " (mid-event)" } else { "" };
+        let detail = if decoder.has_partial() {
+            " (mid-event)"
+        } else {
+            ""
+        };
         st.fail(
             ErrorClass::StreamEndedEarly,
-            format!("stream closed before [DONE]{detail} after {} content events", st.rec.event_ms.len()),
+            format!(
+                "stream closed before [DONE]{detail} after {} content events",
+                st.rec.event_ms.len()
+            ),
             None,
         );
     }

@@ -31,7 +31,10 @@ pub enum Load {
     Closed { concurrency: usize, think_s: f64 },
     /// Sessions arrive on their own schedule; at most `max_concurrency` requests in flight (an
     /// arrival over the cap waits for a slot, counted as client queue time, never dropped).
-    Open { arrivals: Arrivals, max_concurrency: Option<usize> },
+    Open {
+        arrivals: Arrivals,
+        max_concurrency: Option<usize>,
+    },
 }
 
 impl Load {
@@ -39,7 +42,9 @@ impl Load {
     pub fn pool_size(&self) -> usize {
         match self {
             Load::Closed { concurrency, .. } => *concurrency,
-            Load::Open { max_concurrency, .. } => max_concurrency.unwrap_or(256),
+            Load::Open {
+                max_concurrency, ..
+            } => max_concurrency.unwrap_or(256),
         }
     }
 }
@@ -168,7 +173,10 @@ impl Shared {
     fn report(self: &Arc<Self>, rec: RequestRecord) {
         let c = &self.counters;
         c.done.fetch_add(1, Ordering::SeqCst);
-        let failed = rec.error.as_ref().is_some_and(|e| e.class != ErrorClass::Cancelled);
+        let failed = rec
+            .error
+            .as_ref()
+            .is_some_and(|e| e.class != ErrorClass::Cancelled);
         if failed {
             let n = c.failed.fetch_add(1, Ordering::SeqCst) + 1;
             if self.cfg.max_errors.is_some_and(|m| n >= m) {
@@ -191,7 +199,10 @@ pub async fn run(
     let (stop_signal, _) = cancel_pair();
     let (abort, _) = cancel_pair();
     let cap = match &cfg.load {
-        Load::Open { max_concurrency: Some(n), .. } => Some(Arc::new(Semaphore::new(*n))),
+        Load::Open {
+            max_concurrency: Some(n),
+            ..
+        } => Some(Arc::new(Semaphore::new(*n))),
         _ => None,
     };
     let shared = Arc::new(Shared {
@@ -236,7 +247,10 @@ pub async fn run(
     // Every session task holds a clone of `alive`; the run is over when all are dropped.
     let (alive, mut all_done) = mpsc::channel::<()>(1);
     match cfg.load.clone() {
-        Load::Closed { concurrency, think_s } => {
+        Load::Closed {
+            concurrency,
+            think_s,
+        } => {
             let rx = Arc::new(tokio::sync::Mutex::new(gen_rx));
             for _ in 0..concurrency.max(1) {
                 let (s, rx, alive) = (Arc::clone(&shared), Arc::clone(&rx), alive.clone());
@@ -244,14 +258,19 @@ pub async fn run(
                     let _alive = alive;
                     let mut first = true;
                     loop {
-                        if !first && think_s > 0.0 && !pause(&s, Duration::from_secs_f64(think_s)).await {
+                        if !first
+                            && think_s > 0.0
+                            && !pause(&s, Duration::from_secs_f64(think_s)).await
+                        {
                             break;
                         }
                         first = false;
                         if s.stop.load(Ordering::SeqCst) {
                             break;
                         }
-                        let Some(session) = rx.lock().await.recv().await else { break };
+                        let Some(session) = rx.lock().await.recv().await else {
+                            break;
+                        };
                         run_session(&s, session, None).await;
                     }
                 });
@@ -269,18 +288,29 @@ pub async fn run(
     drop(alive);
     let _ = all_done.recv().await;
 
-    let stop = shared.stop_reason.lock().expect("lock").unwrap_or(StopReason::Completed);
+    let stop = shared
+        .stop_reason
+        .lock()
+        .expect("lock")
+        .unwrap_or(StopReason::Completed);
     let mut records = std::mem::take(&mut *shared.records.lock().expect("lock"));
     records.sort_by_key(|r| r.id);
     let interrupted = matches!(stop, StopReason::Interrupted | StopReason::MaxErrors);
-    RunOutcome { records, stop, interrupted, elapsed_s: t0.elapsed().as_secs_f64() }
+    RunOutcome {
+        records,
+        stop,
+        interrupted,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    }
 }
 
 /// Produces sessions until the request budget is covered or the dataset ends.
 fn generate(mut w: Workload, tx: mpsc::Sender<SessionSpec>, budget: Option<u64>) {
     let mut planned = 0u64;
     while budget.is_none_or(|b| planned < b) {
-        let Some(mut s) = w.next_session() else { return };
+        let Some(mut s) = w.next_session() else {
+            return;
+        };
         if let Some(b) = budget {
             let left = (b - planned) as usize;
             s.turns.truncate(left.max(1));
@@ -293,7 +323,13 @@ fn generate(mut w: Workload, tx: mpsc::Sender<SessionSpec>, budget: Option<u64>)
 }
 
 /// The open-loop pacer (its own OS thread).
-fn pace(s: Arc<Shared>, arrivals: Arrivals, mut rx: mpsc::Receiver<SessionSpec>, rt: tokio::runtime::Handle, alive: mpsc::Sender<()>) {
+fn pace(
+    s: Arc<Shared>,
+    arrivals: Arrivals,
+    mut rx: mpsc::Receiver<SessionSpec>,
+    rt: tokio::runtime::Handle,
+    alive: mpsc::Sender<()>,
+) {
     let t0 = s.ep.clock.t0();
     let mut clock = ArrivalClock::new(arrivals);
     let mut rng = seed::rng(s.cfg.seed, seed::Stream::Arrivals);

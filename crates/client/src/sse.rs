@@ -80,7 +80,11 @@ impl SseDecoder {
                 if self.data.ends_with('\n') {
                     self.data.pop();
                 }
-                out.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data), id: self.last_id.clone() });
+                out.push(SseEvent {
+                    event: self.event.take(),
+                    data: std::mem::take(&mut self.data),
+                    id: self.last_id.clone(),
+                });
             }
             self.data.clear();
             self.has_data = false;
@@ -159,12 +163,26 @@ mod tests {
         let mut out = Vec::new();
         d.feed(b"\xEF\xBB", &mut out);
         d.feed(b"\xBF: hi\nevent: error\ndata: line1\ndata:line2\ndata\nid: 7\nretry: 5\nunknown: x\n\n", &mut out);
-        assert_eq!(out, vec![SseEvent { event: Some("error".into()), data: "line1\nline2\n".into(), id: Some("7".into()) }]);
+        assert_eq!(
+            out,
+            vec![SseEvent {
+                event: Some("error".into()),
+                data: "line1\nline2\n".into(),
+                id: Some("7".into())
+            }]
+        );
         assert_eq!(d.comments, 1);
         // an event with no data is not dispatched; its event type is reset
         out.clear();
         d.feed(b"event: x\n\ndata: y\n\n", &mut out);
-        assert_eq!(out, vec![SseEvent { event: None, data: "y".into(), id: Some("7".into()) }]);
+        assert_eq!(
+            out,
+            vec![SseEvent {
+                event: None,
+                data: "y".into(),
+                id: Some("7".into())
+            }]
+        );
     }
 
     #[test]
@@ -234,7 +252,9 @@ mod tests {
             let mut last = 0;
             for &c in cuts {
                 let c = c.min(bytes.len()).max(last);
-                pieces.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(&bytes[last..c])));
+                pieces.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(
+                    &bytes[last..c],
+                )));
                 last = c;
             }
             pieces.push(Ok(bytes::Bytes::copy_from_slice(&bytes[last..])));

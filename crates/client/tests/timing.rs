@@ -57,7 +57,11 @@ async fn chat_with_role_chunk_and_multi_token_chunks() {
             s.push(Step::At(60.0 + 20.0 * i as f64));
             s.push(Step::Chunk(sse::chat(" hello world")));
         }
-        s.extend([Step::Chunk(sse::usage(12, 20)), Step::Chunk(sse::done()), Step::End]);
+        s.extend([
+            Step::Chunk(sse::usage(12, 20)),
+            Step::Chunk(sse::done()),
+            Step::End,
+        ]);
         s
     };
     let server = ScriptedServer::start(script).await;
@@ -130,11 +134,18 @@ async fn client_times_match_server_write_times() {
         let sent = r.sent_ms.unwrap();
         let s = served
             .iter()
-            .min_by(|a, b| (clock.ms(a.arrived) - sent).abs().total_cmp(&(clock.ms(b.arrived) - sent).abs()))
+            .min_by(|a, b| {
+                (clock.ms(a.arrived) - sent)
+                    .abs()
+                    .total_cmp(&(clock.ms(b.arrived) - sent).abs())
+            })
             .unwrap();
         for (k, &t) in r.event_ms.iter().enumerate() {
             worst = worst.max((t - clock.ms(s.chunk_times[k])).abs());
         }
     }
-    assert!(worst <= 2.0, "client event times differ from server writes by up to {worst:.3} ms");
+    assert!(
+        worst <= 2.0,
+        "client event times differ from server writes by up to {worst:.3} ms"
+    );
 }

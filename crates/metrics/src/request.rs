@@ -164,7 +164,12 @@ mod tests {
 
     #[test]
     fn cap_wait_is_not_lag() {
-        let r = RequestRecord { scheduled_ms: 10.0, cap_wait_ms: 30.0, sent_ms: Some(40.5), ..Default::default() };
+        let r = RequestRecord {
+            scheduled_ms: 10.0,
+            cap_wait_ms: 30.0,
+            sent_ms: Some(40.5),
+            ..Default::default()
+        };
         let m = RequestMetrics::of(&r);
         assert_eq!(m.client_queue, Some(30.5));
         assert_eq!(m.schedule_lag, Some(0.5));

@@ -74,7 +74,10 @@ impl ResultDoc {
         let interrupted = runs.iter().any(|r| r.interrupted);
         ResultDoc {
             schema_version: SCHEMA_VERSION,
-            tool: Tool { name: "goodput".into(), version: tool_version.into() },
+            tool: Tool {
+                name: "goodput".into(),
+                version: tool_version.into(),
+            },
             created_at,
             interrupted,
             runs,

@@ -15,7 +15,10 @@ pub fn largest_remainder(total: u64, weights: &[f64]) -> Vec<u64> {
     }
     let sum: f64 = weights.iter().map(|w| w.max(0.0)).sum();
     let shares: Vec<f64> = if sum > 0.0 {
-        weights.iter().map(|w| w.max(0.0) / sum * total as f64).collect()
+        weights
+            .iter()
+            .map(|w| w.max(0.0) / sum * total as f64)
+            .collect()
     } else {
         vec![total as f64 / n as f64; n]
     };

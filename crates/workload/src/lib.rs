@@ -23,7 +23,12 @@ pub use session::{Conversation, Message, SessionSpec, TurnSpec};
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     #[error("{file}{}: field `{field}`: {message}", if *line > 0 { format!(", line {line}") } else { String::new() })]
-    Data { file: String, line: usize, field: String, message: String },
+    Data {
+        file: String,
+        line: usize,
+        field: String,
+        message: String,
+    },
     #[error("cannot read {file}: {message}")]
     Io { file: String, message: String },
     #[error("{0}")]
@@ -115,7 +120,10 @@ impl Workload {
     }
 
     fn synthetic(&mut self, id: u64) -> SessionSpec {
-        let mut s = SessionSpec { id, ..Default::default() };
+        let mut s = SessionSpec {
+            id,
+            ..Default::default()
+        };
         if !self.prefixes.is_empty() {
             let g = (id % self.prefixes.len() as u64) as usize;
             let (text, n) = &self.prefixes[g];
@@ -129,7 +137,12 @@ impl Workload {
             let n_out = self.spec.output_tokens.sample(&mut self.lengths);
             let (user, count) = self.tokenizer.synthesize(n_in as usize, &mut self.text);
             let think_s = if t == 0 { 0.0 } else { self.spec.think_time_s };
-            s.turns.push(TurnSpec { user, user_tokens: count as u32, output_tokens: n_out, think_s });
+            s.turns.push(TurnSpec {
+                user,
+                user_tokens: count as u32,
+                output_tokens: n_out,
+                think_s,
+            });
         }
         s
     }
@@ -163,7 +176,12 @@ mod tests {
     #[test]
     fn prefix_groups_share_identical_system_prompts() {
         let tk = Tokenizer::cl100k().unwrap();
-        let spec = WorkloadSpec { prefix_groups: 2, prefix_tokens: 100, input_tokens: LengthDist::Fixed(20), ..Default::default() };
+        let spec = WorkloadSpec {
+            prefix_groups: 2,
+            prefix_tokens: 100,
+            input_tokens: LengthDist::Fixed(20),
+            ..Default::default()
+        };
         let mut w = Workload::new(spec, tk.clone()).unwrap();
         let s: Vec<_> = (0..4).map(|_| w.next_session().unwrap()).collect();
         assert_eq!(s[0].system, s[2].system);

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_client::{Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run};
+use goodput_client::{
+    Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run,
+};
 use goodput_tokenizer::Tokenizer;
 use goodput_workload::{LengthDist, Workload, WorkloadSpec};
 
@@ -25,7 +27,10 @@ pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
 
 pub fn config(requests: u64, concurrency: usize) -> RunConfig {
     RunConfig {
-        load: Load::Closed { concurrency, think_s: 0.0 },
+        load: Load::Closed {
+            concurrency,
+            think_s: 0.0,
+        },
         requests: Some(requests),
         duration: None,
         max_errors: None,
@@ -38,7 +43,11 @@ pub fn config(requests: u64, concurrency: usize) -> RunConfig {
 }
 
 pub fn workload(input: u32, output: u32) -> Workload {
-    let spec = WorkloadSpec { input_tokens: LengthDist::Fixed(input), output_tokens: LengthDist::Fixed(output), ..Default::default() };
+    let spec = WorkloadSpec {
+        input_tokens: LengthDist::Fixed(input),
+        output_tokens: LengthDist::Fixed(output),
+        ..Default::default()
+    };
     Workload::new(spec, tokenizer()).unwrap()
 }
 
@@ -50,5 +59,8 @@ pub async fn run_within(limit: Duration, ep: Endpoint, cfg: RunConfig, w: Worklo
 }
 
 pub fn assert_close(what: &str, got: f64, want: f64, tol: f64) {
-    assert!((got - want).abs() <= tol, "{what}: measured {got:.3} ms, expected {want:.3} ± {tol} ms");
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: measured {got:.3} ms, expected {want:.3} ± {tol} ms"
+    );
 }
