@@ -130,10 +130,7 @@ impl LoadPlan {
 
     /// The rate offered by an open-loop schedule (for the client self-check).
     pub fn offered_rate(&self) -> Option<f64> {
-        match &self.load {
-            Load::Open { arrivals, .. } => arrivals.rate(),
-            Load::Closed { .. } => None,
-        }
+        self.load.offered_rate()
     }
 }
 

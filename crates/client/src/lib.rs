@@ -14,9 +14,10 @@ pub mod runner;
 pub mod sse;
 
 pub use exchange::{Endpoint, Exchange, RequestMeta, execute};
+pub use goodput_workload::Load;
 pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
 pub use openai::Api;
-pub use runner::{Counters, Load, Observer, RunConfig, RunOutcome, StopReason, run};
+pub use runner::{Counters, Observer, RunConfig, RunOutcome, StopReason, run};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

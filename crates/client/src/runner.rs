@@ -14,40 +14,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use goodput_metrics::{ErrorClass, RequestRecord};
-use goodput_workload::{ArrivalClock, Arrivals, Conversation, SessionSpec, Workload, seed};
+use goodput_workload::{ArrivalClock, Arrivals, Conversation, Load, SessionSpec, Workload, seed};
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::exchange::{Endpoint, RequestMeta, execute};
 use crate::http::{Cancel, CancelHandle, cancel_pair};
 use crate::openai::request_body;
-
-/// How load is offered.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Load {
-    /// `concurrency` users, each starting its next session when the previous one ends, after
-    /// `think_s` seconds.
-    Closed { concurrency: usize, think_s: f64 },
-    /// Sessions arrive on their own schedule; at most `max_concurrency` requests in flight (an
-    /// arrival over the cap waits for a slot, counted as client queue time, never dropped).
-    Open {
-        arrivals: Arrivals,
-        max_concurrency: Option<usize>,
-    },
-}
-
-impl Load {
-    /// Connections worth keeping in the pool.
-    pub fn pool_size(&self) -> usize {
-        match self {
-            Load::Closed { concurrency, .. } => *concurrency,
-            Load::Open {
-                max_concurrency, ..
-            } => max_concurrency.unwrap_or(256),
-        }
-    }
-}
 
 /// When to stop, and how requests are shaped.
 #[derive(Clone, Debug, Serialize)]

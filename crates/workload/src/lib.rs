@@ -10,6 +10,7 @@
 
 pub mod arrivals;
 pub mod lengths;
+pub mod load;
 pub mod seed;
 pub mod session;
 
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 pub use arrivals::{ArrivalClock, Arrivals};
 pub use lengths::LengthDist;
+pub use load::Load;
 pub use session::{Conversation, Message, SessionSpec, TurnSpec};
 
 #[derive(Debug, thiserror::Error)]
@@ -77,24 +79,41 @@ impl Default for WorkloadSpec {
 /// The deterministic stream of sessions for one run.
 pub struct Workload {
     spec: WorkloadSpec,
-    tokenizer: Tokenizer,
+    /// `None`: token counts only (the simulator needs no text).
+    tokenizer: Option<Tokenizer>,
     lengths: seed::Rng,
-    text: seed::Rng,
+    text_rng: seed::Rng,
     next_id: u64,
     prefixes: Vec<(String, u32)>,
 }
 
 impl Workload {
+    /// A workload with prompt text built by `tokenizer`.
     pub fn new(spec: WorkloadSpec, tokenizer: Tokenizer) -> Result<Self, WorkloadError> {
+        Self::build(spec, Some(tokenizer))
+    }
+
+    /// The same requests (same lengths, arrivals and sessions for the same seed) without text:
+    /// what the simulator needs.
+    pub fn counts_only(spec: WorkloadSpec) -> Result<Self, WorkloadError> {
+        Self::build(spec, None)
+    }
+
+    fn build(spec: WorkloadSpec, tokenizer: Option<Tokenizer>) -> Result<Self, WorkloadError> {
         let mut prefixes = Vec::new();
         for g in 0..spec.prefix_groups {
             let mut r = seed::rng_for(spec.seed, 0x5052_4546_0000_0000 | g as u64);
-            let (text, n) = tokenizer.synthesize(spec.prefix_tokens as usize, &mut r);
-            prefixes.push((text, n as u32));
+            prefixes.push(match &tokenizer {
+                Some(tk) => {
+                    let (text, n) = tk.synthesize(spec.prefix_tokens as usize, &mut r);
+                    (text, n as u32)
+                }
+                None => (String::new(), spec.prefix_tokens),
+            });
         }
         Ok(Workload {
             lengths: seed::rng(spec.seed, seed::Stream::Lengths),
-            text: seed::rng(spec.seed, seed::Stream::Text),
+            text_rng: seed::rng(spec.seed, seed::Stream::Text),
             spec,
             tokenizer,
             next_id: 0,
@@ -106,8 +125,8 @@ impl Workload {
         &self.spec
     }
 
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.tokenizer
+    pub fn tokenizer(&self) -> Option<&Tokenizer> {
+        self.tokenizer.as_ref()
     }
 
     /// The next session, or `None` when a finite dataset is exhausted.
@@ -135,7 +154,10 @@ impl Workload {
         for t in 0..self.spec.turns.max(1) {
             let n_in = self.spec.input_tokens.sample(&mut self.lengths);
             let n_out = self.spec.output_tokens.sample(&mut self.lengths);
-            let (user, count) = self.tokenizer.synthesize(n_in as usize, &mut self.text);
+            let (user, count) = match &self.tokenizer {
+                Some(tk) => tk.synthesize(n_in as usize, &mut self.text_rng),
+                None => (String::new(), n_in as usize),
+            };
             let think_s = if t == 0 { 0.0 } else { self.spec.think_time_s };
             s.turns.push(TurnSpec {
                 user,
@@ -170,6 +192,22 @@ mod tests {
             assert!((10..=50).contains(&t.user_tokens));
             assert_eq!(tk.count(&t.user), t.user_tokens as usize);
             assert_eq!(t.output_tokens, 7);
+        }
+    }
+
+    #[test]
+    fn counts_only_draws_the_same_lengths() {
+        let spec = WorkloadSpec {
+            input_tokens: "lognormal:100,50".parse().unwrap(),
+            seed: 9,
+            ..Default::default()
+        };
+        let mut a = Workload::new(spec.clone(), Tokenizer::cl100k().unwrap()).unwrap();
+        let mut b = Workload::counts_only(spec).unwrap();
+        for _ in 0..50 {
+            let (x, y) = (a.next_session().unwrap(), b.next_session().unwrap());
+            assert_eq!(x.turns[0].user_tokens, y.turns[0].user_tokens);
+            assert!(y.turns[0].user.is_empty());
         }
     }
 

@@ -1,0 +1,279 @@
+//! Engine configuration, its validation, and the memory plan (how many KV blocks fit).
+
+use serde::Serialize;
+
+use crate::EngineError;
+use crate::catalog::{Dtype, Gpu, ModelArch};
+
+/// Efficiency factors of the step-time model, calibrated against published serving figures
+/// (see `docs/engine.md` and the `calibration` bench).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Efficiency {
+    /// Model FLOPs utilization: achieved / peak FLOP/s for the batch's matrix work.
+    pub mfu: f64,
+    /// Model bandwidth utilization: achieved / peak bytes/s for weight and KV reads.
+    pub mbu: f64,
+    /// Fixed time added to every iteration (kernel launches, synchronization), seconds.
+    pub step_overhead_s: f64,
+    /// Host time per sequence in the batch per iteration (preparing inputs, sampling,
+    /// detokenizing, streaming), seconds.
+    pub seq_overhead_s: f64,
+    /// Latency of one all-reduce (tensor parallelism), seconds.
+    pub allreduce_latency_s: f64,
+}
+
+impl Default for Efficiency {
+    fn default() -> Self {
+        // Calibrated against ../shared/reference/published-figures.md rows 1–6: every figure
+        // within ±13% (`cargo bench -p goodput-engine --bench calibration`).
+        Efficiency {
+            mfu: 0.38,
+            mbu: 0.8,
+            step_overhead_s: 0.002,
+            seq_overhead_s: 0.0,
+            allreduce_latency_s: 15e-6,
+        }
+    }
+}
+
+/// Everything that defines a modelled engine.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineConfig {
+    pub model: ModelArch,
+    pub gpu: Gpu,
+    /// Tensor-parallel degree (GPUs per replica).
+    pub tp: u32,
+    /// Weight (and matmul) number format.
+    pub dtype: Dtype,
+    pub kv_dtype: Dtype,
+    /// Most sequences in the running batch.
+    pub max_num_seqs: u32,
+    /// Most tokens one iteration may process (prefill tokens plus one per decode).
+    pub max_batched_tokens: u32,
+    pub gpu_memory_utilization: f64,
+    /// KV cache block size in tokens.
+    pub block_size: u32,
+    /// Split long prefills into chunks that share iterations with decodes (decodes first).
+    /// Off: vLLM's classic policy, a whole prefill step ahead of the running decodes.
+    pub chunked_prefill: bool,
+    /// Most requests waiting for admission; beyond it new requests are refused (HTTP 429).
+    pub max_waiting: usize,
+    pub efficiency: Efficiency,
+}
+
+impl EngineConfig {
+    /// Defaults as vLLM sets them, for a model on a GPU.
+    pub fn new(model: ModelArch, gpu: Gpu) -> Self {
+        EngineConfig {
+            model,
+            gpu,
+            tp: 1,
+            dtype: Dtype::Bf16,
+            kv_dtype: Dtype::Bf16,
+            max_num_seqs: 256,
+            max_batched_tokens: 8192,
+            gpu_memory_utilization: 0.9,
+            block_size: 16,
+            chunked_prefill: false,
+            max_waiting: 100_000,
+            efficiency: Efficiency::default(),
+        }
+    }
+}
+
+/// How the GPU memory of one tensor-parallel shard is spent.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MemoryPlan {
+    /// Memory the engine may use per GPU (`memory × utilization`), GB.
+    pub usable_gb: f64,
+    pub weights_gb: f64,
+    /// Activations and workspace kept free for the largest iteration, GB.
+    pub activation_reserve_gb: f64,
+    pub kv_gb: f64,
+    /// KV bytes per token on one GPU.
+    pub kv_bytes_per_token: f64,
+    pub kv_blocks: u32,
+    /// `kv_blocks × block_size`.
+    pub kv_tokens: u64,
+}
+
+/// GPUs that hold a share of the KV heads: KV heads are split across ranks, and replicated when
+/// there are fewer KV heads than ranks.
+fn kv_shards(m: &ModelArch, tp: u32) -> f64 {
+    (tp as u64).min(m.kv_heads.max(1)) as f64
+}
+
+impl EngineConfig {
+    /// Validates the configuration and computes the memory plan. Errors say what to change.
+    pub fn plan(&self) -> Result<MemoryPlan, EngineError> {
+        let bad = |m: String| Err(EngineError::Config(m));
+        let m = &self.model;
+        if self.tp == 0 || !self.tp.is_power_of_two() || self.tp > 64 {
+            return bad(format!(
+                "--tp {} must be a power of two between 1 and 64",
+                self.tp
+            ));
+        }
+        if !m.heads.is_multiple_of(self.tp as u64) {
+            return bad(format!(
+                "--tp {} must divide the {} attention heads of {}",
+                self.tp, m.heads, m.name
+            ));
+        }
+        if !(0.05..=1.0).contains(&self.gpu_memory_utilization) {
+            return bad(format!(
+                "--gpu-memory-utilization {} must be in (0.05, 1]",
+                self.gpu_memory_utilization
+            ));
+        }
+        if self.block_size == 0 || !self.block_size.is_power_of_two() || self.block_size > 256 {
+            return bad(format!(
+                "--block-size {} must be a power of two up to 256",
+                self.block_size
+            ));
+        }
+        if self.max_num_seqs == 0 {
+            return bad("--max-num-seqs must be at least 1".into());
+        }
+        if self.max_batched_tokens < self.max_num_seqs.min(1024) {
+            return bad(format!(
+                "--max-batched-tokens {} must be at least min(--max-num-seqs, 1024) = {}",
+                self.max_batched_tokens,
+                self.max_num_seqs.min(1024)
+            ));
+        }
+        let usable = self.gpu.memory_bytes() * self.gpu_memory_utilization;
+        let weights = m.weight_bytes(self.dtype) / self.tp as f64;
+        if weights >= usable {
+            let total = m.weight_bytes(self.dtype);
+            let mut tp_fit = self.tp.max(1);
+            while tp_fit <= 64 && total / tp_fit as f64 >= usable {
+                tp_fit *= 2;
+            }
+            let mut fixes = Vec::new();
+            if tp_fit <= 64 {
+                fixes.push(format!("use --tp {tp_fit} or more"));
+            }
+            for d in [Dtype::Fp8, Dtype::Fp4] {
+                if d.bytes() < self.dtype.bytes() && m.weight_bytes(d) / (self.tp as f64) < usable {
+                    fixes.push(format!("--dtype {}", d.name()));
+                    break;
+                }
+            }
+            let per = if self.tp > 1 {
+                format!(" ({:.0} GB per GPU at --tp {})", weights / 1e9, self.tp)
+            } else {
+                String::new()
+            };
+            return bad(format!(
+                "{} in {} needs {:.0} GB of weights{per}; one {} offers {:.0} GB at {} utilization: {}",
+                m.name,
+                self.dtype.name(),
+                total / 1e9,
+                self.gpu.name,
+                usable / 1e9,
+                self.gpu_memory_utilization,
+                if fixes.is_empty() {
+                    "use a larger GPU".into()
+                } else {
+                    fixes.join(", or ")
+                }
+            ));
+        }
+        // Activations for the largest iteration (hidden states and the MLP's intermediate, in
+        // the compute format) plus a fixed workspace for kernels and graphs.
+        let act_bytes = 2.0;
+        let width = (m.ffn.max(m.expert_ffn) * 2 / self.tp as u64 + 4 * m.hidden) as f64;
+        let reserve = self.max_batched_tokens as f64 * width * act_bytes + 0.5e9;
+        let kv_bytes_per_token = m.kv_bytes_per_token(self.kv_dtype) / kv_shards(m, self.tp);
+        let kv = usable - weights - reserve;
+        let block_bytes = kv_bytes_per_token * self.block_size as f64;
+        let blocks = if kv > 0.0 {
+            (kv / block_bytes).floor() as u64
+        } else {
+            0
+        };
+        if blocks == 0 {
+            return bad(format!(
+                "{} on {} at --tp {}: {:.1} GB of weights and {:.1} GB of activations leave no room for the KV cache \
+                 in {:.1} GB: raise --tp, lower --max-batched-tokens, or use --dtype fp8",
+                m.name,
+                self.gpu.name,
+                self.tp,
+                weights / 1e9,
+                reserve / 1e9,
+                usable / 1e9
+            ));
+        }
+        let blocks = blocks.min(u32::MAX as u64) as u32;
+        Ok(MemoryPlan {
+            usable_gb: usable / 1e9,
+            weights_gb: weights / 1e9,
+            activation_reserve_gb: reserve / 1e9,
+            kv_gb: blocks as f64 * block_bytes / 1e9,
+            kv_bytes_per_token,
+            kv_blocks: blocks,
+            kv_tokens: blocks as u64 * self.block_size as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn cfg(model: &str, gpu: &str) -> EngineConfig {
+        let c = Catalog::builtin();
+        EngineConfig::new(c.model(model).unwrap().clone(), c.gpu(gpu).unwrap().clone())
+    }
+
+    #[test]
+    fn seventy_b_does_not_fit_one_h100() {
+        let e = cfg("llama-2-70b", "h100").plan().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "llama-2-70b in bf16 needs 138 GB of weights; one h100 offers 72 GB at 0.9 utilization: \
+             use --tp 2 or more, or --dtype fp8"
+        );
+        let mut c = cfg("llama-2-70b", "h100");
+        c.tp = 2;
+        let p = c.plan().unwrap();
+        assert!((p.weights_gb - 69.0).abs() < 0.1);
+        assert!(p.kv_blocks > 0);
+    }
+
+    #[test]
+    fn eight_b_memory_plan_by_hand() {
+        let p = cfg("llama-3.1-8b", "h100").plan().unwrap();
+        // 72 GB usable − 16.06 GB weights − reserve (8192 · (2·14336 + 4·4096) · 2 B + 0.5 GB = 1.24 GB)
+        assert!((p.weights_gb - 16.06).abs() < 0.01, "{}", p.weights_gb);
+        assert!(
+            (p.activation_reserve_gb - 1.2382).abs() < 0.001,
+            "{}",
+            p.activation_reserve_gb
+        );
+        assert_eq!(p.kv_bytes_per_token, 131072.0);
+        let expected_blocks: f64 = ((72e9f64 - 16.06e9 - 1.2382e9) / (131072.0 * 16.0)).floor();
+        assert!(
+            (p.kv_blocks as f64 - expected_blocks).abs() <= 30.0,
+            "{} vs {expected_blocks}",
+            p.kv_blocks
+        );
+        assert_eq!(p.kv_tokens, p.kv_blocks as u64 * 16);
+    }
+
+    #[test]
+    fn invalid_settings_are_refused() {
+        let mut c = cfg("llama-3.1-8b", "h100");
+        c.tp = 3;
+        assert!(c.plan().unwrap_err().to_string().contains("--tp 3"));
+        let mut c = cfg("llama-3.1-8b", "h100");
+        c.block_size = 10;
+        assert!(c.plan().unwrap_err().to_string().contains("--block-size"));
+        let mut c = cfg("llama-3.1-405b", "l40s");
+        c.tp = 8;
+        let e = c.plan().unwrap_err().to_string();
+        assert!(e.contains("405b") && e.contains("--tp 32"), "{e}");
+    }
+}

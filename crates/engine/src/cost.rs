@@ -1,0 +1,287 @@
+//! The step-time model: how long one engine iteration takes.
+//!
+//! `time = max(FLOPs / (peak · MFU), bytes / (bandwidth · MBU)) + overhead + TP communication`,
+//! per GPU of a tensor-parallel group. FLOPs and bytes are summed over the iteration's batch:
+//!
+//! - FLOPs: `2 · (N_active − head) · T + 2 · head · S` for the `T` tokens processed and the `S`
+//!   sequences that sample a token, plus attention `4 · layers · heads · head_dim` times, for each
+//!   decode token, its context, and for each prefill chunk of `s` new tokens on `p` cached ones,
+//!   `s·p + s²/2` (causal).
+//! - Bytes: the weights once per iteration (a mixture-of-experts reads the expected number of
+//!   distinct experts the batch's tokens touch, `E · (1 − (1 − k/E)^T)` per layer), every KV entry
+//!   attended (each sequence's context), and the KV written for the new tokens.
+//! - Communication: two all-reduces per layer, each moving `2 · (tp − 1)/tp · T · hidden · 2 B`
+//!   over the GPU's link, plus a fixed latency each.
+
+use serde::Serialize;
+
+use crate::catalog::Dtype;
+use crate::config::{Efficiency, EngineConfig};
+
+/// What one iteration processes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchShape {
+    /// Sequences decoding one token each.
+    pub decode_seqs: u64,
+    /// Σ context (tokens attended) over decoding sequences.
+    pub decode_context: u64,
+    /// New prompt tokens computed this iteration.
+    pub prefill_tokens: u64,
+    /// Σ `s·p + s²/2` over prefill chunks (`s` new tokens on `p` already computed).
+    pub prefill_attention: f64,
+    /// Σ `p` over prefill chunks: cached KV read by the prefills.
+    pub prefill_cached: u64,
+    /// Sequences that sample a token at the end of the iteration.
+    pub sampled: u64,
+    /// Sequences computing a prefill chunk.
+    pub prefill_seqs: u64,
+}
+
+impl BatchShape {
+    pub fn tokens(&self) -> u64 {
+        self.decode_seqs + self.prefill_tokens
+    }
+    /// Sequences in the batch.
+    pub fn seqs(&self) -> u64 {
+        self.decode_seqs + self.prefill_seqs
+    }
+    /// Adds a prefill chunk of `new` tokens on `cached` already computed ones.
+    pub fn add_prefill(&mut self, new: u64, cached: u64) {
+        self.prefill_seqs += 1;
+        self.prefill_tokens += new;
+        self.prefill_cached += cached;
+        self.prefill_attention += new as f64 * cached as f64 + (new as f64) * (new as f64) / 2.0;
+    }
+    pub fn add_decode(&mut self, context: u64) {
+        self.decode_seqs += 1;
+        self.decode_context += context;
+        self.sampled += 1;
+    }
+}
+
+/// The modelled duration of one iteration and its parts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StepTime {
+    pub total_s: f64,
+    pub compute_s: f64,
+    pub memory_s: f64,
+    pub comm_s: f64,
+    pub overhead_s: f64,
+    /// FLOPs / bytes per GPU: above the GPU's ridge point the step is compute-bound.
+    pub intensity: f64,
+    pub compute_bound: bool,
+}
+
+/// Precomputed constants of the roofline for one configuration.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    tp: f64,
+    peak: f64,
+    bandwidth: f64,
+    link: f64,
+    eff: Efficiency,
+    layers: f64,
+    hidden: f64,
+    /// `2 · (N_active − head params)`
+    body_flops_per_token: f64,
+    /// `2 · head params`
+    head_flops_per_sample: f64,
+    /// `4 · layers · heads · head_dim`
+    attn_flops_per_pair: f64,
+    /// Bytes of weights every token uses (everything but routed experts), whole model.
+    dense_weight_bytes: f64,
+    /// Bytes of one routed expert in one layer.
+    expert_bytes: f64,
+    experts: f64,
+    top_k: f64,
+    /// KV bytes per token, whole model.
+    kv_bytes: f64,
+}
+
+impl CostModel {
+    pub fn new(cfg: &EngineConfig) -> Self {
+        let m = &cfg.model;
+        let wb = cfg.dtype.bytes();
+        // The output head is the (untied) embedding-sized matrix; only sampling positions use it.
+        let head = m.embedding_params() as f64;
+        let routed = (m.layers * m.experts * m.expert_params()) as f64;
+        // input embeddings are a lookup: no FLOPs, and only the looked-up rows are read
+        let dense_params = m.total_params() as f64
+            - routed
+            - m.embedding_params() as f64 * f64::from(!m.tied_embeddings);
+        CostModel {
+            tp: cfg.tp as f64,
+            peak: cfg.gpu.peak_flops(if cfg.dtype == Dtype::Bf16 {
+                Dtype::Bf16
+            } else {
+                cfg.dtype
+            }),
+            bandwidth: cfg.gpu.bandwidth(),
+            link: cfg.gpu.link_gbs * 1e9,
+            eff: cfg.efficiency,
+            layers: m.layers as f64,
+            hidden: m.hidden as f64,
+            body_flops_per_token: 2.0
+                * (m.active_params() as f64
+                    - head
+                    - m.embedding_params() as f64 * f64::from(!m.tied_embeddings)),
+            head_flops_per_sample: 2.0 * head,
+            attn_flops_per_pair: 4.0 * (m.layers * m.heads * m.head_dim()) as f64,
+            dense_weight_bytes: dense_params * wb,
+            expert_bytes: m.expert_params() as f64 * wb,
+            experts: m.experts as f64,
+            top_k: m.top_k as f64,
+            kv_bytes: m.kv_bytes_per_token(cfg.kv_dtype),
+        }
+    }
+
+    /// Expected distinct experts per layer touched by `tokens` tokens under uniform routing.
+    pub fn distinct_experts(&self, tokens: f64) -> f64 {
+        if self.experts == 0.0 {
+            return 0.0;
+        }
+        self.experts * (1.0 - (1.0 - self.top_k / self.experts).powf(tokens))
+    }
+
+    /// Whole-model FLOPs and bytes of an iteration (before dividing across the TP group).
+    pub fn work(&self, b: &BatchShape) -> (f64, f64) {
+        let t = b.tokens() as f64;
+        let flops = self.body_flops_per_token * t
+            + self.head_flops_per_sample * b.sampled as f64
+            + self.attn_flops_per_pair * (b.decode_context as f64 + b.prefill_attention);
+        let weights =
+            self.dense_weight_bytes + self.layers * self.distinct_experts(t) * self.expert_bytes;
+        let kv = self.kv_bytes * (b.decode_context + b.prefill_cached + b.tokens()) as f64;
+        (flops, weights + kv)
+    }
+
+    pub fn time(&self, b: &BatchShape) -> StepTime {
+        if b.tokens() == 0 {
+            return StepTime::default();
+        }
+        let (flops, bytes) = self.work(b);
+        let (f, by) = (flops / self.tp, bytes / self.tp);
+        let compute_s = f / (self.peak * self.eff.mfu);
+        let memory_s = by / (self.bandwidth * self.eff.mbu);
+        let comm_s = if self.tp > 1.0 {
+            let per =
+                2.0 * (self.tp - 1.0) / self.tp * b.tokens() as f64 * self.hidden * 2.0 / self.link;
+            2.0 * self.layers * (per + self.eff.allreduce_latency_s)
+        } else {
+            0.0
+        };
+        let overhead_s = self.eff.step_overhead_s + self.eff.seq_overhead_s * b.seqs() as f64;
+        StepTime {
+            total_s: compute_s.max(memory_s) + comm_s + overhead_s,
+            compute_s,
+            memory_s,
+            comm_s,
+            overhead_s,
+            intensity: f / by,
+            compute_bound: compute_s > memory_s,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn model(name: &str, gpu: &str) -> (EngineConfig, CostModel) {
+        let c = Catalog::builtin();
+        let mut cfg =
+            EngineConfig::new(c.model(name).unwrap().clone(), c.gpu(gpu).unwrap().clone());
+        cfg.efficiency = Efficiency {
+            mfu: 1.0,
+            mbu: 1.0,
+            step_overhead_s: 0.0,
+            seq_overhead_s: 0.0,
+            allreduce_latency_s: 0.0,
+        };
+        let m = CostModel::new(&cfg);
+        (cfg, m)
+    }
+
+    #[test]
+    fn batch_one_decode_is_memory_bound_at_weights_over_bandwidth() {
+        // Llama-3.1-8B BF16 on one H100 at batch 1: ~16 GB of weights / 3.35 TB/s ≈ 4.8 ms
+        let (_, m) = model("llama-3.1-8b", "h100");
+        let mut b = BatchShape::default();
+        b.add_decode(100);
+        let t = m.time(&b);
+        assert!(!t.compute_bound);
+        // the back-of-envelope "16 GB / 3.35 TB/s ≈ 4.8 ms" counts the input embedding,
+        // which a decode step only looks up: 15.01 GB / 3.35 TB/s ≈ 4.48 ms, within 7% of it
+        assert!(
+            (t.memory_s * 1e3 - 4.48).abs() < 0.02,
+            "{} ms",
+            t.memory_s * 1e3
+        );
+        assert!((t.memory_s * 1e3 / 4.8 - 1.0).abs() < 0.08);
+        // 15.01 GB dense weights (the input embedding is a lookup) + 101 · 128 KiB of KV
+        let expect = (m.dense_weight_bytes + 101.0 * 131072.0) / 3.35e12;
+        assert!((t.memory_s - expect).abs() < 1e-12);
+        // arithmetic intensity ≈ 1 FLOP/byte, far below the ridge point 295
+        assert!(t.intensity < 2.0, "{}", t.intensity);
+    }
+
+    #[test]
+    fn long_prefill_is_compute_bound() {
+        let (cfg, m) = model("llama-3.1-8b", "h100");
+        let mut b = BatchShape::default();
+        b.add_prefill(1024, 0);
+        b.sampled = 1;
+        let t = m.time(&b);
+        assert!(t.compute_bound);
+        assert!(
+            t.intensity > cfg.gpu.ridge_point(Dtype::Bf16),
+            "{} vs 295",
+            t.intensity
+        );
+        // FLOPs by hand: 2 · (8.03e9 − 2 · 0.525e9) · 1024 + 2 · 0.525e9 + 4 · 32 · 4096 · 1024²/2
+        let body = 2.0 * (cfg.model.active_params() as f64 - 2.0 * 128256.0 * 4096.0) * 1024.0;
+        let flops = body + 2.0 * 128256.0 * 4096.0 + 4.0 * 32.0 * 4096.0 * 1024.0 * 1024.0 / 2.0;
+        assert!((t.compute_s - flops / 989.4e12).abs() < 1e-9);
+        assert!(
+            (t.compute_s * 1e3 - 14.6).abs() < 0.3,
+            "{} ms",
+            t.compute_s * 1e3
+        );
+    }
+
+    #[test]
+    fn tensor_parallel_splits_work_and_adds_allreduces() {
+        let (mut cfg, m1) = model("llama-3.1-70b", "h100");
+        cfg.tp = 4;
+        cfg.efficiency.allreduce_latency_s = 10e-6;
+        let m4 = CostModel::new(&cfg);
+        let mut b = BatchShape::default();
+        for _ in 0..8 {
+            b.add_decode(500);
+        }
+        let (t1, t4) = (m1.time(&b), m4.time(&b));
+        assert!((t4.memory_s - t1.memory_s / 4.0).abs() < 1e-12);
+        // 2 all-reduces × 80 layers × (1.5 · 8 · 8192 · 2 B / 900 GB/s + 10 µs)
+        let per = 1.5 * 8.0 * 8192.0 * 2.0 / 900e9 + 10e-6;
+        assert!((t4.comm_s - 160.0 * per).abs() < 1e-12);
+    }
+
+    #[test]
+    fn moe_reads_expected_distinct_experts() {
+        let (_, m) = model("mixtral-8x7b", "h100");
+        // one token touches 2 of 8; many tokens touch all 8
+        assert!((m.distinct_experts(1.0) - 2.0).abs() < 1e-12);
+        assert!((m.distinct_experts(2.0) - 8.0 * (1.0 - 0.75f64.powi(2))).abs() < 1e-12);
+        assert!(m.distinct_experts(200.0) > 7.99);
+        let mut small = BatchShape::default();
+        small.add_decode(10);
+        let mut big = BatchShape::default();
+        for _ in 0..64 {
+            big.add_decode(10);
+        }
+        let (_, b1) = m.work(&small);
+        let (_, b64) = m.work(&big);
+        assert!(b64 > b1 * 2.5, "a big batch reads nearly all experts");
+    }
+}
