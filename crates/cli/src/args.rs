@@ -18,8 +18,108 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Drive load at an OpenAI-compatible streaming endpoint and measure every token.
+    /// Drive load at an OpenAI-compatible streaming endpoint and measure every token
+    /// (without --url: the embedded engine model, started on a loopback port).
     Bench(BenchArgs),
+    /// Serve the engine model over an OpenAI-compatible HTTP API, in real time.
+    Serve(ServeArgs),
+    /// Predict a run in virtual time with the engine model (same workload and load flags as bench).
+    Sim(SimArgs),
+}
+
+/// The engine model (for `serve`, `sim`, and `bench` without `--url`).
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+pub struct EngineArgs {
+    /// GPU: a100, h100, h200, b200, mi300x, l40s, or one from --gpu-spec.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
+    #[arg(long, value_name = "FILE.toml")]
+    pub gpu_spec: Option<PathBuf>,
+    /// A Hugging Face config.json describing the model's architecture (instead of a catalog name).
+    #[arg(long, value_name = "PATH")]
+    pub model_config: Option<PathBuf>,
+    /// Tensor-parallel degree.
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u32>,
+    /// Weight format: bf16, fp8, fp4.
+    #[arg(long, value_name = "DTYPE")]
+    pub dtype: Option<String>,
+    /// KV cache format: bf16, fp8, fp4 (default: bf16).
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_dtype: Option<String>,
+    /// Most sequences in the running batch (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_num_seqs: Option<u32>,
+    /// Most tokens per iteration (default 8192).
+    #[arg(long, value_name = "N")]
+    pub max_batched_tokens: Option<u32>,
+    /// Share of GPU memory the engine may use (default 0.9).
+    #[arg(long, value_name = "F")]
+    pub gpu_memory_utilization: Option<f64>,
+    /// KV cache block size in tokens (default 16).
+    #[arg(long, value_name = "N")]
+    pub block_size: Option<u32>,
+    /// Chunked prefill: long prompts share iterations with decodes (default: prefills go first).
+    #[arg(long)]
+    pub chunked_prefill: bool,
+    /// Most requests waiting for admission before new ones get HTTP 429 (default 100000).
+    #[arg(long, value_name = "N")]
+    pub max_waiting: Option<usize>,
+    /// Model FLOPs utilization of the step-time model (default 0.38, calibrated).
+    #[arg(long, value_name = "F")]
+    pub mfu: Option<f64>,
+    /// Model bandwidth utilization of the step-time model (default 0.8, calibrated).
+    #[arg(long, value_name = "F")]
+    pub mbu: Option<f64>,
+    /// Fixed time added to every iteration (default 2ms, calibrated).
+    #[arg(long, value_name = "DURATION")]
+    pub step_overhead: Option<String>,
+    /// Host time per sequence per iteration (default 0).
+    #[arg(long, value_name = "DURATION")]
+    pub seq_overhead: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to bind (loopback unless you say otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Model from the catalog: llama-2-7b, llama-2-13b, llama-2-70b, llama-3.1-8b, llama-3.1-70b,
+    /// llama-3.1-405b, mixtral-8x7b, qwen2.5-7b, llama-4-scout.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Tokenizer for counting prompts and making output text (default: built-in cl100k_base).
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+    /// Largest accepted request body in bytes (larger: HTTP 413).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_body_bytes: usize,
+    /// Seeds output lengths (requests without ignore_eos) and generated words.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Model from the catalog (default llama-3.1-8b).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Let requests stop before max_tokens (lengths drawn uniformly from 1..=max_tokens).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -32,7 +132,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = ApiArg::Completions)]
     pub api: ApiArg,
 
-    /// Model name to send (default: the first id from GET /v1/models).
+    /// With --url: the model name to request (default: the first id from GET /v1/models).
+    /// Without: the catalog model the embedded engine serves (default llama-3.1-8b).
     #[arg(long)]
     pub model: Option<String>,
 
@@ -47,6 +148,9 @@ pub struct BenchArgs {
     /// Extra JSON fields merged into every request body, e.g. '{"temperature": 0}'.
     #[arg(long, value_name = "JSON")]
     pub extra_body: Option<String>,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
 
     #[command(flatten)]
     pub load: LoadArgs,

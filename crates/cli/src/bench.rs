@@ -6,46 +6,56 @@ use std::time::Duration;
 use anyhow::Context;
 use goodput_client::{Endpoint, HttpClient, RunConfig, StopReason, cancel_pair};
 use goodput_metrics::result::{Run, Target};
-use goodput_metrics::{SummaryOptions, summarize};
+use goodput_metrics::{Summary, SummaryOptions, summarize};
+use goodput_server::{AppState, Embedded, ServerConfig};
 use goodput_workload::Workload;
 
 use crate::Outcome;
 use crate::args::BenchArgs;
 use crate::console;
-use crate::plan::BenchPlan;
+use crate::plan::{BenchPlan, EnginePlan, TargetPlan};
 use crate::report::{LiveLog, write_doc};
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
     let mut plan = BenchPlan::from_args(&args)?;
-    let key = std::env::var(&plan.api_key_env)
-        .ok()
-        .filter(|k| !k.is_empty());
-    let client = HttpClient::new(
-        &plan.url,
-        key.as_deref(),
-        plan.load.load.pool_size(),
-        plan.timeouts.connect,
-    )?;
-    let model = match &plan.model {
-        Some(m) => m.clone(),
-        None => {
-            let ids = client
-                .models(Duration::from_secs(30))
-                .await
-                .context("cannot pick a model (pass --model)")?;
-            ids.into_iter()
-                .next()
-                .context("the server lists no models at /v1/models (pass --model)")?
+    match plan.target.clone() {
+        TargetPlan::Url { url } => {
+            let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
+            let client = HttpClient::new(&url, key.as_deref(), plan.load.load.pool_size(), plan.timeouts.connect)?;
+            let model = match &plan.model {
+                Some(m) => m.clone(),
+                None => {
+                    let ids =
+                        client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
+                    ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
+                }
+            };
+            plan.model = Some(model.clone());
+            let target = Target { kind: "url".into(), url: Some(url), model: Some(model.clone()), engine: None };
+            let (outcome, _) = measure(&plan, client, target, model, None).await?;
+            Ok(outcome)
         }
-    };
-    plan.model = Some(model.clone());
-    let target = Target {
-        kind: "url".into(),
-        url: Some(plan.url.clone()),
-        model: Some(model.clone()),
-        engine: None,
-    };
-    measure(&plan, client, target, model).await
+        TargetPlan::Embedded { engine } => {
+            let model = engine.config.model.name.clone();
+            plan.model = Some(model.clone());
+            let server_cfg = ServerConfig { seed: plan.load.seed, ..ServerConfig::new(model.clone()) };
+            let embedded = Embedded::start(engine.config.clone(), plan.workload.tk.clone(), server_cfg).await?;
+            if !plan.output.quiet {
+                eprintln!("embedded engine: {} at {}", engine.describe(), embedded.url());
+            }
+            let client = HttpClient::new(&embedded.url(), None, plan.load.load.pool_size(), plan.timeouts.connect)?;
+            let target = Target {
+                kind: "embedded".into(),
+                url: Some(embedded.url()),
+                model: Some(model.clone()),
+                engine: Some(serde_json::to_value(&*engine)?),
+            };
+            let state = embedded.state.clone();
+            let (outcome, _) = measure(&plan, client, target, model, Some((&state, &engine))).await?;
+            embedded.shutdown().await;
+            Ok(outcome)
+        }
+    }
 }
 
 /// Runs a validated plan against a reachable endpoint, writes the results, prints the report.
@@ -54,7 +64,8 @@ pub async fn measure(
     client: HttpClient,
     target: Target,
     model: String,
-) -> anyhow::Result<Outcome> {
+    engine: Option<(&AppState, &EnginePlan)>,
+) -> anyhow::Result<(Outcome, Summary)> {
     let ep = Endpoint {
         client,
         api: plan.api,
@@ -75,11 +86,7 @@ pub async fn measure(
     };
     let workload = Workload::new(plan.workload.spec.clone(), plan.workload.tk.clone())?;
     let jsonl = plan.output.jsonl_path();
-    let log = Arc::new(LiveLog::new(
-        jsonl.as_deref(),
-        plan.load.requests,
-        plan.output.quiet,
-    )?);
+    let log = Arc::new(LiveLog::new(jsonl.as_deref(), plan.load.requests, plan.output.quiet)?);
 
     let (interrupt, token) = cancel_pair();
     tokio::spawn(async move {
@@ -100,15 +107,25 @@ pub async fn measure(
     let summary = summarize(&outcome.records, &opts);
     let title = format!(
         "goodput bench · {} · model {} · {} · {}",
-        target.url.as_deref().unwrap_or(&target.kind),
+        if target.kind == "embedded" { "embedded engine" } else { target.url.as_deref().unwrap_or(&target.kind) },
         target.model.as_deref().unwrap_or("-"),
-        serde_json::to_value(plan.api)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        serde_json::to_value(plan.api).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
         load_label(plan),
     );
     print!("{}", console::render(&title, &summary));
+    let mut engine_stats = None;
+    if let Some((state, eplan)) = engine {
+        if let Some(stats) = state.engine().stats().await {
+            print!("{}", console::render_engine(eplan, &stats));
+            engine_stats = Some(serde_json::to_value(&stats)?);
+        }
+        let late = state.engine().late_steps.load(std::sync::atomic::Ordering::Relaxed);
+        if late > 0 {
+            println!(
+                "  ! the embedded engine started {late} iterations more than 5 ms late (host CPU busy): its timing is less exact"
+            );
+        }
+    }
     if outcome.stop == StopReason::MaxErrors {
         println!("  stopped early: --max-errors reached");
     }
@@ -120,7 +137,7 @@ pub async fn measure(
         interrupted: outcome.interrupted,
         summary: summary.clone(),
         summary_full: None,
-        engine_stats: None,
+        engine_stats,
         requests: outcome.records,
     };
     if let Some(path) = &plan.output.out {
@@ -128,17 +145,16 @@ pub async fn measure(
         println!(
             "  results      {}{}",
             path.display(),
-            jsonl
-                .map(|j| format!(" · {}", j.display()))
-                .unwrap_or_default()
+            jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default()
         );
     }
-    Ok(match outcome.stop {
+    let code = match outcome.stop {
         StopReason::MaxErrors => Outcome::Failed,
         StopReason::Interrupted => Outcome::Interrupted,
         _ if summary.completed == 0 => Outcome::Failed,
         _ => Outcome::Ok,
-    })
+    };
+    Ok((code, summary))
 }
 
 fn load_label(plan: &BenchPlan) -> String {

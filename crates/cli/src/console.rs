@@ -2,7 +2,10 @@
 
 use std::fmt::Write;
 
+use goodput_engine::EngineStats;
 use goodput_metrics::{Distribution, Summary, Verdict};
+
+use crate::plan::EnginePlan;
 
 fn cell(v: Option<f64>) -> String {
     match v {
@@ -59,11 +62,7 @@ pub fn render(title: &str, s: &Summary) -> String {
         s.attempted,
         s.completed,
         s.failed,
-        if s.excluded > 0 {
-            format!(" ({} outside the measurement window)", s.excluded)
-        } else {
-            String::new()
-        }
+        if s.excluded > 0 { format!(" ({} outside the measurement window)", s.excluded) } else { String::new() }
     );
     let _ = writeln!(o, "  duration     {:.2} s", s.duration_s);
     let _ = writeln!(
@@ -92,10 +91,7 @@ pub fn render(title: &str, s: &Summary) -> String {
             Verdict::Ok => "ok",
             Verdict::ClientBound => "CLIENT-BOUND",
         };
-        let _ = writeln!(
-            o,
-            "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}"
-        );
+        let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}");
     }
     if !s.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings:");
@@ -103,5 +99,32 @@ pub fn render(title: &str, s: &Summary) -> String {
             let _ = writeln!(o, "  ! {}", w.message);
         }
     }
+    o
+}
+
+/// The engine block: what was modelled and how the batch and KV cache behaved.
+pub fn render_engine(p: &EnginePlan, s: &EngineStats) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\nengine model   {}", p.describe());
+    let _ = writeln!(
+        o,
+        "  batch        mean running {:.1} (max {}) · mean waiting {:.1} · {} iterations ({} prefill, {} decode, {} mixed)",
+        s.mean_running, s.max_running, s.mean_waiting, s.steps, s.prefill_steps, s.decode_steps, s.mixed_steps
+    );
+    let _ = writeln!(
+        o,
+        "  bound        {:.0}% of iterations compute-bound, {:.0}% memory-bound",
+        s.compute_bound_share() * 100.0,
+        (1.0 - s.compute_bound_share()) * 100.0 * f64::from(s.steps > 0)
+    );
+    let _ = writeln!(
+        o,
+        "  kv cache     utilization mean {:.1}%, max {:.1}% · fragmentation {:.1}% · preemptions {}{}",
+        s.mean_kv_utilization * 100.0,
+        s.max_kv_utilization * 100.0,
+        s.mean_kv_fragmentation * 100.0,
+        s.preemptions,
+        if s.rejected > 0 { format!(" · rejected {}", s.rejected) } else { String::new() }
+    );
     o
 }

@@ -9,6 +9,8 @@ pub mod bench;
 pub mod console;
 pub mod plan;
 pub mod report;
+pub mod serve;
+pub mod sim;
 
 use clap::Parser;
 
@@ -29,10 +31,7 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("goodput: cannot start the async runtime: {e}");
@@ -42,6 +41,8 @@ pub fn main() -> i32 {
     let result = rt.block_on(async {
         match cli.command {
             args::Command::Bench(a) => bench::run(a).await,
+            args::Command::Serve(a) => serve::run(a).await,
+            args::Command::Sim(a) => sim::run(a),
         }
     });
     match result {

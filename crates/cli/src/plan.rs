@@ -7,13 +7,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use goodput_client::{Api, Load, Timeouts};
+use goodput_engine::{Catalog, Dtype, EngineConfig, MemoryPlan};
 use goodput_metrics::PercentileMethod;
 use goodput_tokenizer::Tokenizer;
 use goodput_workload::{Arrivals, Dataset, LengthDist, WorkloadSpec};
 use serde::Serialize;
 
 use crate::args::{
-    ApiArg, BenchArgs, LoadArgs, OutputArgs, PercentileArg, TimeoutArgs, WorkloadArgs,
+    ApiArg, BenchArgs, EngineArgs, LoadArgs, OutputArgs, PercentileArg, SimArgs, TimeoutArgs, WorkloadArgs,
 };
 
 /// Invalid usage: exit code 2.
@@ -48,10 +49,7 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
     };
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(Duration::from_secs_f64(v * mult)),
-        _ => Err(usage(
-            flag,
-            format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)"),
-        )),
+        _ => Err(usage(flag, format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)"))),
     }
 }
 
@@ -91,24 +89,11 @@ impl LoadPlan {
     pub fn from_args(a: &LoadArgs) -> Result<Self, UsageError> {
         let load = match (a.concurrency, &a.rate) {
             (Some(0), _) => return Err(usage("--concurrency", "must be at least 1")),
-            (Some(n), _) => Load::Closed {
-                concurrency: n,
-                think_s: 0.0,
-            },
-            (None, Some(r)) => Load::Open {
-                arrivals: parse_rate(r)?,
-                max_concurrency: None,
-            },
-            (None, None) => Load::Closed {
-                concurrency: 16,
-                think_s: 0.0,
-            },
+            (Some(n), _) => Load::Closed { concurrency: n, think_s: 0.0 },
+            (None, Some(r)) => Load::Open { arrivals: parse_rate(r)?, max_concurrency: None },
+            (None, None) => Load::Closed { concurrency: 16, think_s: 0.0 },
         };
-        let duration = a
-            .duration
-            .as_deref()
-            .map(|d| positive_duration("--duration", d))
-            .transpose()?;
+        let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
         let requests = match (a.requests, duration) {
             (Some(0), _) => return Err(usage("--requests", "must be at least 1")),
             (Some(n), _) => Some(n),
@@ -140,10 +125,7 @@ fn parse_rate(r: &str) -> Result<Arrivals, UsageError> {
     }
     match r.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(Arrivals::Poisson { rate: v }),
-        _ => Err(usage(
-            "--rate",
-            format!("`{r}` is not a positive number of requests per second (or `inf`)"),
-        )),
+        _ => Err(usage("--rate", format!("`{r}` is not a positive number of requests per second (or `inf`)"))),
     }
 }
 
@@ -176,11 +158,7 @@ impl WorkloadPlan {
             seed,
             ..Default::default()
         };
-        Ok(WorkloadPlan {
-            spec,
-            tokenizer: tk.name().to_string(),
-            tk,
-        })
+        Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), tk })
     }
 }
 
@@ -207,23 +185,14 @@ pub struct OutputPlan {
 impl OutputPlan {
     pub fn from_args(a: &OutputArgs) -> Result<Self, UsageError> {
         if let Some(p) = &a.out {
-            let dir = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
             if !dir.is_dir() {
-                return Err(usage(
-                    "--out",
-                    format!("directory {} does not exist", dir.display()),
-                ));
+                return Err(usage("--out", format!("directory {} does not exist", dir.display())));
             }
             if p.is_dir() {
                 return Err(usage(
                     "--out",
-                    format!(
-                        "{} is a directory; give a file name like results.json",
-                        p.display()
-                    ),
+                    format!("{} is a directory; give a file name like results.json", p.display()),
                 ));
             }
         }
@@ -240,18 +209,117 @@ impl OutputPlan {
     /// `STEM.requests.jsonl` beside the result file.
     pub fn jsonl_path(&self) -> Option<std::path::PathBuf> {
         let p = self.out.as_ref()?;
-        let stem = p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "results".into());
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
         Some(p.with_file_name(format!("{stem}.requests.jsonl")))
     }
+}
+
+/// The engine model: a validated configuration and the memory plan it implies.
+#[derive(Clone, Debug, Serialize)]
+pub struct EnginePlan {
+    pub config: EngineConfig,
+    pub memory: MemoryPlan,
+}
+
+fn dtype(flag: &str, s: &Option<String>, default: Dtype) -> Result<Dtype, UsageError> {
+    match s {
+        None => Ok(default),
+        Some(v) => Dtype::parse(v).ok_or_else(|| usage(flag, format!("`{v}`: expected bf16, fp8 or fp4"))),
+    }
+}
+
+fn fraction(flag: &str, v: Option<f64>, default: f64) -> Result<f64, UsageError> {
+    match v {
+        None => Ok(default),
+        Some(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        Some(x) => Err(usage(flag, format!("{x} must be in (0, 1]"))),
+    }
+}
+
+impl EnginePlan {
+    /// The catalog model `model` (default llama-3.1-8b) or `--model-config`, on `--gpu`, with
+    /// every engine flag applied and the configuration checked (it must fit in memory).
+    pub fn from_args(model: Option<&str>, a: &EngineArgs) -> Result<Self, UsageError> {
+        let mut catalog = Catalog::builtin();
+        if let Some(p) = &a.gpu_spec {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| usage("--gpu-spec", format!("cannot read {}: {e}", p.display())))?;
+            catalog.add_gpu_file(&p.display().to_string(), &text).map_err(|e| usage("--gpu-spec", e))?;
+        }
+        let arch = match &a.model_config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| usage("--model-config", format!("cannot read {}: {e}", p.display())))?;
+                let default_name = p
+                    .parent()
+                    .and_then(|d| d.file_name())
+                    .map(|n| n.to_string_lossy().to_lowercase())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "custom-model".into());
+                let name = model.map(str::to_string).unwrap_or(default_name);
+                goodput_engine::catalog::from_hf_config(&p.display().to_string(), &text, &name)
+                    .map_err(|e| usage("--model-config", e))?
+            }
+            None => catalog.model(model.unwrap_or("llama-3.1-8b")).map_err(|e| usage("--model", e))?.clone(),
+        };
+        let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
+        let mut c = EngineConfig::new(arch, gpu);
+        c.tp = a.tp.unwrap_or(1);
+        c.dtype = dtype("--dtype", &a.dtype, Dtype::Bf16)?;
+        c.kv_dtype = dtype("--kv-dtype", &a.kv_dtype, Dtype::Bf16)?;
+        c.max_num_seqs = a.max_num_seqs.unwrap_or(c.max_num_seqs);
+        c.max_batched_tokens = a.max_batched_tokens.unwrap_or(c.max_batched_tokens);
+        c.gpu_memory_utilization =
+            fraction("--gpu-memory-utilization", a.gpu_memory_utilization, c.gpu_memory_utilization)?;
+        c.block_size = a.block_size.unwrap_or(c.block_size);
+        c.chunked_prefill = a.chunked_prefill;
+        if a.max_waiting == Some(0) {
+            return Err(usage("--max-waiting", "must be at least 1"));
+        }
+        c.max_waiting = a.max_waiting.unwrap_or(c.max_waiting);
+        c.efficiency.mfu = fraction("--mfu", a.mfu, c.efficiency.mfu)?;
+        c.efficiency.mbu = fraction("--mbu", a.mbu, c.efficiency.mbu)?;
+        if let Some(d) = &a.step_overhead {
+            c.efficiency.step_overhead_s = parse_duration("--step-overhead", d)?.as_secs_f64();
+        }
+        if let Some(d) = &a.seq_overhead {
+            c.efficiency.seq_overhead_s = parse_duration("--seq-overhead", d)?.as_secs_f64();
+        }
+        let memory = c.plan().map_err(|e| UsageError(e.to_string()))?;
+        Ok(EnginePlan { config: c, memory })
+    }
+
+    /// One line: what is modelled.
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        format!(
+            "{} on {}× {} ({} weights, {} KV, {} KV blocks of {} = {} tokens)",
+            c.model.name,
+            c.tp,
+            c.gpu.name,
+            c.dtype.name(),
+            c.kv_dtype.name(),
+            self.memory.kv_blocks,
+            c.block_size,
+            self.memory.kv_tokens
+        )
+    }
+}
+
+/// What `bench` measures.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TargetPlan {
+    /// A server at a URL.
+    Url { url: String },
+    /// The engine model, served in-process on a loopback port.
+    Embedded { engine: Box<EnginePlan> },
 }
 
 /// A validated `goodput bench`.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchPlan {
-    pub url: String,
+    pub target: TargetPlan,
     pub api: Api,
     /// `None`: ask the server.
     pub model: Option<String>,
@@ -267,36 +335,33 @@ pub struct BenchPlan {
 
 impl BenchPlan {
     pub fn from_args(a: &BenchArgs) -> Result<Self, UsageError> {
-        let url = match &a.url {
-            Some(u) => goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))?,
-            None => {
-                return Err(usage(
-                    "--url",
-                    "required: the base URL of an OpenAI-compatible server",
-                ));
+        let target = match &a.url {
+            Some(u) => {
+                if a.engine != EngineArgs::default() {
+                    return Err(usage(
+                        "--url",
+                        "engine flags (--gpu, --tp, --dtype, …) describe the embedded engine: drop them or drop --url",
+                    ));
+                }
+                TargetPlan::Url { url: goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))? }
             }
+            None => TargetPlan::Embedded { engine: Box::new(EnginePlan::from_args(a.model.as_deref(), &a.engine)?) },
         };
         let extra_body = match &a.extra_body {
             Some(j) => match serde_json::from_str::<serde_json::Value>(j) {
                 Ok(serde_json::Value::Object(m)) => Some(m),
                 _ => {
-                    return Err(usage(
-                        "--extra-body",
-                        "expected a JSON object, e.g. '{\"temperature\": 0}'",
-                    ));
+                    return Err(usage("--extra-body", "expected a JSON object, e.g. '{\"temperature\": 0}'"));
                 }
             },
             None => None,
         };
         if a.api_key_env.is_empty() {
-            return Err(usage(
-                "--api-key-env",
-                "expected an environment variable name",
-            ));
+            return Err(usage("--api-key-env", "expected an environment variable name"));
         }
         let load = LoadPlan::from_args(&a.load)?;
         Ok(BenchPlan {
-            url,
+            target,
             api: match a.api {
                 ApiArg::Completions => Api::Completions,
                 ApiArg::Chat => Api::Chat,
@@ -313,6 +378,35 @@ impl BenchPlan {
     }
 }
 
+/// A validated `goodput sim`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimPlan {
+    pub engine: EnginePlan,
+    pub ignore_eos: bool,
+    pub load: LoadPlan,
+    pub workload: WorkloadPlan,
+    pub output: OutputPlan,
+}
+
+impl SimPlan {
+    pub fn from_args(a: &SimArgs) -> Result<Self, UsageError> {
+        let load = LoadPlan::from_args(&a.load)?;
+        if load.max_errors.is_some() {
+            return Err(usage(
+                "--max-errors",
+                "applies to bench only (the model refuses requests only when they cannot fit)",
+            ));
+        }
+        Ok(SimPlan {
+            engine: EnginePlan::from_args(a.model.as_deref(), &a.engine)?,
+            ignore_eos: !a.no_ignore_eos,
+            workload: WorkloadPlan::from_args(&a.workload, load.seed)?,
+            load,
+            output: OutputPlan::from_args(&a.output)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,21 +417,15 @@ mod tests {
         let mut v = vec!["goodput", "bench"];
         v.extend_from_slice(args);
         let cli = Cli::try_parse_from(v).expect("clap parse");
-        let crate::args::Command::Bench(b) = cli.command;
+        let crate::args::Command::Bench(b) = cli.command else { panic!("bench") };
         BenchPlan::from_args(&b)
     }
 
     #[test]
     fn durations() {
-        assert_eq!(
-            parse_duration("f", "250ms").unwrap(),
-            Duration::from_millis(250)
-        );
+        assert_eq!(parse_duration("f", "250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("f", "2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(
-            parse_duration("f", "1.5").unwrap(),
-            Duration::from_millis(1500)
-        );
+        assert_eq!(parse_duration("f", "1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("f", "soon").is_err());
         assert!(parse_duration("f", "-1s").is_err());
     }
@@ -345,17 +433,11 @@ mod tests {
     #[test]
     fn defaults() {
         let p = bench(&["--url", "http://127.0.0.1:9/v1/"]).unwrap();
-        assert_eq!(p.url, "http://127.0.0.1:9");
+        assert!(matches!(&p.target, TargetPlan::Url { url } if url == "http://127.0.0.1:9"));
         assert_eq!(p.load.requests, Some(100));
         assert!(p.ignore_eos);
         assert_eq!(p.workload.spec.input_tokens, LengthDist::Fixed(512));
-        assert!(matches!(
-            p.load.load,
-            Load::Closed {
-                concurrency: 16,
-                ..
-            }
-        ));
+        assert!(matches!(p.load.load, Load::Closed { concurrency: 16, .. }));
     }
 
     #[test]
@@ -364,13 +446,7 @@ mod tests {
         assert_eq!(p.load.requests, None);
         assert_eq!(p.load.offered_rate(), Some(2.5));
         let p = bench(&["--url", "http://h:1", "--rate", "inf"]).unwrap();
-        assert!(matches!(
-            p.load.load,
-            Load::Open {
-                arrivals: Arrivals::AllAtOnce,
-                ..
-            }
-        ));
+        assert!(matches!(p.load.load, Load::Open { arrivals: Arrivals::AllAtOnce, .. }));
     }
 
     #[test]
@@ -378,44 +454,39 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["--url", "ftp://x"], "--url"),
             (&["--url", "http://h:1", "--rate=-3"], "--rate"),
-            (
-                &["--url", "http://h:1", "--concurrency", "0"],
-                "--concurrency",
-            ),
-            (
-                &["--url", "http://h:1", "--input-tokens", "uniform:9..1"],
-                "--input-tokens",
-            ),
-            (
-                &[
-                    "--url",
-                    "http://h:1",
-                    "--output-tokens",
-                    "file:/nonexistent",
-                ],
-                "--output-tokens",
-            ),
-            (
-                &["--url", "http://h:1", "--tokenizer", "/nonexistent.json"],
-                "--tokenizer",
-            ),
-            (
-                &["--url", "http://h:1", "--timeout-idle", "0s"],
-                "--timeout-idle",
-            ),
-            (
-                &["--url", "http://h:1", "--extra-body", "[1]"],
-                "--extra-body",
-            ),
-            (
-                &["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"],
-                "--out",
-            ),
+            (&["--url", "http://h:1", "--concurrency", "0"], "--concurrency"),
+            (&["--url", "http://h:1", "--input-tokens", "uniform:9..1"], "--input-tokens"),
+            (&["--url", "http://h:1", "--output-tokens", "file:/nonexistent"], "--output-tokens"),
+            (&["--url", "http://h:1", "--tokenizer", "/nonexistent.json"], "--tokenizer"),
+            (&["--url", "http://h:1", "--timeout-idle", "0s"], "--timeout-idle"),
+            (&["--url", "http://h:1", "--extra-body", "[1]"], "--extra-body"),
+            (&["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"], "--out"),
         ];
         for (args, flag) in cases {
             let e = bench(args).unwrap_err().to_string();
             assert!(e.starts_with(flag), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn embedded_engine_by_default() {
+        let p = bench(&[]).unwrap();
+        let TargetPlan::Embedded { engine } = &p.target else { panic!("embedded") };
+        assert_eq!(engine.config.model.name, "llama-3.1-8b");
+        assert_eq!(engine.config.gpu.name, "h100");
+        assert!(engine.memory.kv_blocks > 0);
+        let p = bench(&["--model", "llama-2-70b", "--gpu", "h100", "--tp", "2", "--dtype", "fp8"]).unwrap();
+        let TargetPlan::Embedded { engine } = &p.target else { panic!("embedded") };
+        assert_eq!((engine.config.tp, engine.config.dtype), (2, Dtype::Fp8));
+    }
+
+    #[test]
+    fn a_model_that_does_not_fit_is_refused_with_the_fix() {
+        let e = bench(&["--model", "llama-2-70b"]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "llama-2-70b in bf16 needs 138 GB of weights; one h100 offers 72 GB at 0.9 utilization: use --tp 2 or more, or --dtype fp8"
+        );
     }
 
     #[test]

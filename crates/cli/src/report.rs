@@ -42,11 +42,7 @@ impl LiveLog {
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
         }
-        Ok(LiveLog {
-            file,
-            bar,
-            started: std::time::Instant::now(),
-        })
+        Ok(LiveLog { file, bar, started: std::time::Instant::now() })
     }
 }
 
@@ -72,26 +68,17 @@ impl Observer for LiveLog {
 }
 
 pub fn now_rfc3339() -> String {
-    let s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    let s = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
     rfc3339_utc(s)
 }
 
 /// Writes the result document (to a temporary name first, so a crash never leaves half a file).
-pub fn write_doc(
-    path: &Path,
-    runs: Vec<Run>,
-    capacity: Option<serde_json::Value>,
-) -> anyhow::Result<()> {
+pub fn write_doc(path: &Path, runs: Vec<Run>, capacity: Option<serde_json::Value>) -> anyhow::Result<()> {
     let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), now_rfc3339(), runs);
     doc.capacity = capacity;
     let tmp: PathBuf = path.with_extension("json.tmp");
     {
-        let mut w = BufWriter::new(
-            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?,
-        );
+        let mut w = BufWriter::new(File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?);
         serde_json::to_writer_pretty(&mut w, &doc)?;
         w.write_all(b"\n")?;
         w.flush()?;

@@ -9,19 +9,13 @@ use common::*;
 use goodput_testkit::{ScriptedServer, Step, steady_stream};
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
 }
 
 #[test]
 fn writes_table_json_and_jsonl() {
     let rt = rt();
-    let server = rt.block_on(ScriptedServer::start(|_| {
-        steady_stream(20.0, 2.0, 8, false)
-    }));
+    let server = rt.block_on(ScriptedServer::start(|_| steady_stream(20.0, 2.0, 8, false)));
     let dir = temp_dir("bench");
     let out = dir.join("r.json");
     let o = run(
@@ -51,10 +45,7 @@ fn writes_table_json_and_jsonl() {
     let doc = load_valid(&out);
     let run = &doc["runs"][0];
     assert_eq!(run["summary"]["completed"], 12);
-    assert_eq!(
-        run["plan"]["model"], "scripted-model",
-        "model picked from /v1/models"
-    );
+    assert_eq!(run["plan"]["model"], "scripted-model", "model picked from /v1/models");
     assert_eq!(run["target"]["kind"], "url");
     assert_eq!(run["requests"].as_array().unwrap().len(), 12);
     let jsonl = std::fs::read_to_string(dir.join("r.requests.jsonl")).unwrap();
@@ -73,24 +64,8 @@ fn api_key_is_sent_but_never_written() {
     let out = dir.join("k.json");
     let child = bin()
         .env("MY_SECRET_KEY", "sk-test-123456")
-        .args([
-            "bench",
-            "--url",
-            &server.url(),
-            "--requests",
-            "2",
-            "--api-key-env",
-            "MY_SECRET_KEY",
-        ])
-        .args([
-            "--output-tokens",
-            "2",
-            "--input-tokens",
-            "4",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ])
+        .args(["bench", "--url", &server.url(), "--requests", "2", "--api-key-env", "MY_SECRET_KEY"])
+        .args(["--output-tokens", "2", "--input-tokens", "4", "--out", out.to_str().unwrap(), "-q"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -98,11 +73,7 @@ fn api_key_is_sent_but_never_written() {
     let o = wait_with_deadline(child, Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(0));
     for f in [out.clone(), dir.join("k.requests.jsonl")] {
-        assert!(
-            !std::fs::read_to_string(f)
-                .unwrap()
-                .contains("sk-test-123456")
-        );
+        assert!(!std::fs::read_to_string(f).unwrap().contains("sk-test-123456"));
     }
     assert!(!text(&o.stdout).contains("sk-test") && !text(&o.stderr).contains("sk-test"));
 }
@@ -110,40 +81,10 @@ fn api_key_is_sent_but_never_written() {
 #[test]
 fn usage_errors_exit_2_with_one_line_naming_the_flag() {
     for (args, flag) in [
-        (
-            vec!["bench", "--url", "http://127.0.0.1:9", "--rate", "fast"],
-            "--rate",
-        ),
-        (
-            vec![
-                "bench",
-                "--url",
-                "http://127.0.0.1:9",
-                "--tokenizer",
-                "/nonexistent/tokenizer.json",
-            ],
-            "--tokenizer",
-        ),
-        (
-            vec![
-                "bench",
-                "--url",
-                "http://127.0.0.1:9",
-                "--input-tokens",
-                "normal:x",
-            ],
-            "--input-tokens",
-        ),
-        (
-            vec![
-                "bench",
-                "--url",
-                "http://127.0.0.1:9",
-                "--duration",
-                "forever",
-            ],
-            "--duration",
-        ),
+        (vec!["bench", "--url", "http://127.0.0.1:9", "--rate", "fast"], "--rate"),
+        (vec!["bench", "--url", "http://127.0.0.1:9", "--tokenizer", "/nonexistent/tokenizer.json"], "--tokenizer"),
+        (vec!["bench", "--url", "http://127.0.0.1:9", "--input-tokens", "normal:x"], "--input-tokens"),
+        (vec!["bench", "--url", "http://127.0.0.1:9", "--duration", "forever"], "--duration"),
     ] {
         let o = run(&args, Duration::from_secs(20));
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -158,41 +99,23 @@ fn usage_errors_exit_2_with_one_line_naming_the_flag() {
 #[test]
 fn all_failed_exits_1() {
     let rt = rt();
-    let server = rt.block_on(ScriptedServer::start(|_| {
-        vec![Step::Status(500, "no".into())]
-    }));
+    let server = rt.block_on(ScriptedServer::start(|_| vec![Step::Status(500, "no".into())]));
     let dir = temp_dir("fail");
     let out = dir.join("f.json");
     let o = run(
-        &[
-            "bench",
-            "--url",
-            &server.url(),
-            "--model",
-            "m",
-            "--requests",
-            "4",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ],
+        &["bench", "--url", &server.url(), "--model", "m", "--requests", "4", "--out", out.to_str().unwrap(), "-q"],
         Duration::from_secs(20),
     );
     assert_eq!(o.status.code(), Some(1));
     let doc = load_valid(&out);
-    assert_eq!(
-        doc["runs"][0]["summary"]["failed_by_class"]["http_status"],
-        4
-    );
+    assert_eq!(doc["runs"][0]["summary"]["failed_by_class"]["http_status"], 4);
     assert!(text(&o.stdout).contains("failed"));
 }
 
 #[test]
 fn max_errors_exits_1_and_marks_interrupted() {
     let rt = rt();
-    let server = rt.block_on(ScriptedServer::start(|_| {
-        vec![Step::Status(503, "busy".into())]
-    }));
+    let server = rt.block_on(ScriptedServer::start(|_| vec![Step::Status(503, "busy".into())]));
     let dir = temp_dir("maxerr");
     let out = dir.join("m.json");
     let o = run(
@@ -222,21 +145,10 @@ fn max_errors_exits_1_and_marks_interrupted() {
 
 #[test]
 fn unreachable_server_without_model_exits_1() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let o = run(
-        &["bench", "--url", &format!("http://127.0.0.1:{port}"), "-q"],
-        Duration::from_secs(20),
-    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let o = run(&["bench", "--url", &format!("http://127.0.0.1:{port}"), "-q"], Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o.stderr).contains("cannot reach"),
-        "{}",
-        text(&o.stderr)
-    );
+    assert!(text(&o.stderr).contains("cannot reach"), "{}", text(&o.stderr));
 }
 
 #[cfg(unix)]
@@ -244,41 +156,18 @@ fn unreachable_server_without_model_exits_1() {
 fn ctrl_c_keeps_what_was_measured() {
     let rt = rt();
     // slow streams: 200 tokens 20 ms apart (4 s each)
-    let server = rt.block_on(ScriptedServer::start(|_| {
-        steady_stream(10.0, 20.0, 200, false)
-    }));
+    let server = rt.block_on(ScriptedServer::start(|_| steady_stream(10.0, 20.0, 200, false)));
     let dir = temp_dir("sigint");
     let out = dir.join("i.json");
     let child = bin()
-        .args([
-            "bench",
-            "--url",
-            &server.url(),
-            "--requests",
-            "100",
-            "--concurrency",
-            "4",
-            "--grace",
-            "300ms",
-        ])
-        .args([
-            "--output-tokens",
-            "200",
-            "--input-tokens",
-            "8",
-            "--out",
-            out.to_str().unwrap(),
-            "-q",
-        ])
+        .args(["bench", "--url", &server.url(), "--requests", "100", "--concurrency", "4", "--grace", "300ms"])
+        .args(["--output-tokens", "200", "--input-tokens", "8", "--out", out.to_str().unwrap(), "-q"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let st = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(st.success());
     let o = wait_with_deadline(child, Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(130), "stderr: {}", text(&o.stderr));
@@ -286,9 +175,7 @@ fn ctrl_c_keeps_what_was_measured() {
     assert_eq!(doc["interrupted"], true);
     let reqs = doc["runs"][0]["requests"].as_array().unwrap();
     assert_eq!(reqs.len(), 4, "the in-flight requests are kept");
-    assert!(reqs.iter().all(
-        |r| r["error"]["class"] == "cancelled" && !r["event_ms"].as_array().unwrap().is_empty()
-    ));
+    assert!(reqs.iter().all(|r| r["error"]["class"] == "cancelled" && !r["event_ms"].as_array().unwrap().is_empty()));
     let jsonl = std::fs::read_to_string(dir.join("i.requests.jsonl")).unwrap();
     assert_eq!(jsonl.lines().count(), 4);
 }

@@ -24,12 +24,8 @@ impl Drop for Server {
 fn paths() -> Option<(PathBuf, PathBuf)> {
     let cache = std::env::var("GOODPUT_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/goodput")
-        });
-    let bin = std::env::var("GOODPUT_LLAMA_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or(cache.join("llama-server"));
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/goodput"));
+    let bin = std::env::var("GOODPUT_LLAMA_SERVER").map(PathBuf::from).unwrap_or(cache.join("llama-server"));
     let model = std::env::var("GOODPUT_LLAMA_MODEL")
         .map(PathBuf::from)
         .unwrap_or(cache.join("SmolLM2-135M-Instruct.Q4_1.gguf"));
@@ -43,9 +39,7 @@ fn health_ok(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .is_err()
-    {
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
         return false;
     }
     let mut buf = [0u8; 64];
@@ -63,32 +57,10 @@ fn start() -> Option<(Server, String)> {
         eprintln!("skipping: llama-server not built (scripts/llama-server.sh build)");
         return None;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(bin)
-        .args([
-            "-m",
-            model.to_str().unwrap(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ])
-        .args([
-            "-a",
-            "SmolLM2-135M-Instruct",
-            "--metrics",
-            "--no-webui",
-            "-c",
-            "8192",
-            "-np",
-            "4",
-            "-t",
-            "1",
-        ])
+        .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["-a", "SmolLM2-135M-Instruct", "--metrics", "--no-webui", "-c", "8192", "-np", "4", "-t", "1"])
         .args(["--no-cache-prompt", "--cache-ram", "0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -101,10 +73,7 @@ fn start() -> Option<(Server, String)> {
         if health_ok(port) {
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "llama-server did not become healthy"
-        );
+        assert!(start.elapsed() < Duration::from_secs(120), "llama-server did not become healthy");
         std::thread::sleep(Duration::from_millis(250));
     }
     Some((server, url))
@@ -134,13 +103,7 @@ fn check(url: &str, api: &str) {
         ],
         Duration::from_secs(240),
     );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{api}: {}\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{api}: {}\n{}", text(&o.stdout), text(&o.stderr));
     let doc = load_valid(&out);
     let run = &doc["runs"][0];
     assert_eq!(run["plan"]["model"], "SmolLM2-135M-Instruct");
@@ -149,22 +112,12 @@ fn check(url: &str, api: &str) {
     for r in run["requests"].as_array().unwrap() {
         let rec: goodput_metrics::RequestRecord = serde_json::from_value(r.clone()).unwrap();
         assert!(rec.is_success(), "{api}: {:?}", rec.error);
-        assert_eq!(
-            rec.output_tokens_source,
-            Some(goodput_metrics::TokenSource::Server),
-            "{api}: usage-based counts"
-        );
-        assert_eq!(
-            rec.input_tokens_source,
-            Some(goodput_metrics::TokenSource::Server)
-        );
+        assert_eq!(rec.output_tokens_source, Some(goodput_metrics::TokenSource::Server), "{api}: usage-based counts");
+        assert_eq!(rec.input_tokens_source, Some(goodput_metrics::TokenSource::Server));
         assert_eq!(rec.output_tokens, Some(16), "{api}: ignore_eos is honoured");
         assert_eq!(rec.event_tokens.iter().map(|&m| m as u64).sum::<u64>(), 16);
         let m = goodput_metrics::RequestMetrics::of(&rec);
-        assert!(
-            m.ttft.unwrap() > 0.0 && m.ttft.unwrap() < m.e2e.unwrap(),
-            "{api}: TTFT < E2E"
-        );
+        assert!(m.ttft.unwrap() > 0.0 && m.ttft.unwrap() < m.e2e.unwrap(), "{api}: TTFT < E2E");
         assert!(m.tpot.unwrap() > 0.0, "{api}: TPOT > 0");
         assert!(rec.headers_ms.unwrap() <= rec.event_ms[0]);
     }

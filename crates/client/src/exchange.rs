@@ -57,11 +57,7 @@ struct Stream {
 impl Stream {
     fn fail(&mut self, class: ErrorClass, message: String, status: Option<u16>) {
         if self.rec.error.is_none() {
-            self.rec.error = Some(RequestError {
-                class,
-                message,
-                status,
-            });
+            self.rec.error = Some(RequestError { class, message, status });
         }
     }
 
@@ -75,11 +71,7 @@ impl Stream {
             return true;
         }
         if ev.event.as_deref() == Some("error") {
-            self.fail(
-                ErrorClass::ServerErrorEvent,
-                format!("error event: {}", excerpt(ev.data.as_bytes(), 200)),
-                None,
-            );
+            self.fail(ErrorClass::ServerErrorEvent, format!("error event: {}", excerpt(ev.data.as_bytes(), 200)), None);
             return false;
         }
         let chunk = match parse_chunk(&ev.data) {
@@ -93,6 +85,9 @@ impl Stream {
             self.fail(ErrorClass::ServerErrorEvent, e, None);
             return false;
         }
+        if self.rec.response_id.is_none() {
+            self.rec.response_id = chunk.id;
+        }
         if let Some(u) = chunk.usage {
             self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
             self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
@@ -103,8 +98,7 @@ impl Stream {
         if chunk.is_content {
             self.rec.event_ms.push(t);
             self.deltas.push(chunk.text);
-            self.cumulative
-                .push(chunk.usage.and_then(|u| u.completion_tokens));
+            self.cumulative.push(chunk.usage.and_then(|u| u.completion_tokens));
         } else {
             self.rec.other_events += 1;
         }
@@ -126,32 +120,25 @@ impl Stream {
         r.output_tokens_client = Some(client_out);
         r.output_tokens_server = server_out;
         r.input_tokens_server = self.usage.prompt_tokens;
-        (r.input_tokens, r.input_tokens_source) =
-            match (self.usage.prompt_tokens, r.input_tokens_client) {
-                (Some(s), _) => (Some(s), Some(TokenSource::Server)),
-                (None, Some(c)) => (Some(c), Some(TokenSource::Tokenizer)),
-                (None, None) => (None, None),
-            };
+        (r.input_tokens, r.input_tokens_source) = match (self.usage.prompt_tokens, r.input_tokens_client) {
+            (Some(s), _) => (Some(s), Some(TokenSource::Server)),
+            (None, Some(c)) => (Some(c), Some(TokenSource::Tokenizer)),
+            (None, None) => (None, None),
+        };
         if !r.event_ms.is_empty() {
             let cum: Option<Vec<u64>> = self.cumulative.iter().copied().collect();
-            let from_server =
-                cum.filter(|c| c.windows(2).all(|w| w[0] <= w[1]) && c.last() == Some(&n));
+            let from_server = cum.filter(|c| c.windows(2).all(|w| w[0] <= w[1]) && c.last() == Some(&n));
             (r.event_tokens, r.event_tokens_source) = match from_server {
                 Some(c) => (tokens::from_cumulative(&c), Some(TokenSource::Server)),
+                // one token per event: nothing to apportion (a content event carries at least one)
+                None if n == self.deltas.len() as u64 => (vec![1; self.deltas.len()], Some(TokenSource::Tokenizer)),
                 None => {
-                    let counts: Vec<u64> = self
-                        .deltas
-                        .iter()
-                        .map(|d| tokenizer.count(d).max(1) as u64)
-                        .collect();
+                    let counts: Vec<u64> = self.deltas.iter().map(|d| tokenizer.count(d).max(1) as u64).collect();
                     (tokens::apportion(n, &counts), Some(TokenSource::Tokenizer))
                 }
             };
         }
-        Exchange {
-            record: self.rec,
-            reply,
-        }
+        Exchange { record: self.rec, reply }
     }
 }
 
@@ -169,24 +156,14 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         requested_output_tokens: meta.requested_output_tokens,
         ..Default::default()
     };
-    let mut st = Stream {
-        rec,
-        deltas: Vec::new(),
-        cumulative: Vec::new(),
-        usage: Usage::default(),
-        done: false,
-    };
+    let mut st = Stream { rec, deltas: Vec::new(), cumulative: Vec::new(), usage: Usage::default(), done: false };
 
     let sent = Instant::now();
     st.rec.sent_ms = Some(clock.ms(sent));
     let total_deadline = sent + to.total;
     let first_deadline = (sent + to.first_token).min(total_deadline);
     let which = |d: Instant, other: ErrorClass| {
-        if d >= total_deadline {
-            ErrorClass::TimeoutTotal
-        } else {
-            other
-        }
+        if d >= total_deadline { ErrorClass::TimeoutTotal } else { other }
     };
 
     // Response headers. A pooled keep-alive connection that the server closed just as we wrote
@@ -209,21 +186,14 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         }),
         _ = cancel.cancelled() => {
             st.fail(ErrorClass::Cancelled, "run interrupted before the response arrived".into(), None);
-            return end(st, ep);
+            return end(st, ep).await;
         }
     };
     let resp = match resp {
         Err(_) => {
             let class = which(first_deadline, ErrorClass::TimeoutFirstToken);
-            st.fail(
-                class,
-                format!(
-                    "no response headers within {:.1} s",
-                    (first_deadline - sent).as_secs_f64()
-                ),
-                None,
-            );
-            return end(st, ep);
+            st.fail(class, format!("no response headers within {:.1} s", (first_deadline - sent).as_secs_f64()), None);
+            return end(st, ep).await;
         }
         Ok(Err(e)) => {
             let (class, what) = if e.is_connect() {
@@ -233,13 +203,10 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
                     (ErrorClass::Connect, "cannot connect")
                 }
             } else {
-                (
-                    ErrorClass::StreamEndedEarly,
-                    "connection closed before the response",
-                )
+                (ErrorClass::StreamEndedEarly, "connection closed before the response")
             };
             st.fail(class, format!("{what}: {}", error_chain(&e)), None);
-            return end(st, ep);
+            return end(st, ep).await;
         }
         Ok(Ok(r)) => r,
     };
@@ -261,47 +228,54 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         };
         let _ = timeout_at(total_deadline.min(Instant::now() + to.idle).into(), read).await;
         let text = excerpt(&buf, 200);
-        st.fail(
-            ErrorClass::HttpStatus,
-            format!("HTTP {}: {text}", status.as_u16()),
-            Some(status.as_u16()),
-        );
-        return end(st, ep);
+        st.fail(ErrorClass::HttpStatus, format!("HTTP {}: {text}", status.as_u16()), Some(status.as_u16()));
+        return end(st, ep).await;
     }
 
     let mut decoder = SseDecoder::new();
     let mut events = Vec::new();
     let mut last_bytes = Instant::now();
-    loop {
-        let (deadline, class) = if st.done {
+    // One timer and one cancellation waiter for the whole stream (re-arming them per frame costs
+    // more than reading the frame at hundreds of streams). The timer is moved only when it fires.
+    let deadline_now = |st: &Stream, last_bytes: Instant| {
+        if st.done {
             // the stream is complete; give the server a moment to close it
-            (
-                total_deadline.min(last_bytes + to.idle.min(std::time::Duration::from_secs(2))),
-                None,
-            )
+            (total_deadline.min(last_bytes + to.idle.min(std::time::Duration::from_secs(2))), None)
         } else if st.rec.event_ms.is_empty() {
-            (
-                first_deadline,
-                Some(which(first_deadline, ErrorClass::TimeoutFirstToken)),
-            )
+            (first_deadline, Some(which(first_deadline, ErrorClass::TimeoutFirstToken)))
         } else {
             let d = (last_bytes + to.idle).min(total_deadline);
             (d, Some(which(d, ErrorClass::TimeoutIdle)))
-        };
+        }
+    };
+    let mut armed = first_deadline;
+    let timer = tokio::time::sleep_until(armed.into());
+    tokio::pin!(timer);
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    loop {
         let frame = tokio::select! {
-            f = timeout_at(deadline.into(), body.frame()) => f,
-            _ = cancel.cancelled() => {
+            biased;
+            f = body.frame() => Ok(f),
+            _ = &mut timer => {
+                let (deadline, class) = deadline_now(&st, last_bytes);
+                if Instant::now() < deadline {
+                    armed = deadline;
+                    timer.as_mut().reset(armed.into());
+                    continue;
+                }
+                Err(class)
+            }
+            _ = &mut cancelled => {
                 st.fail(ErrorClass::Cancelled, "run interrupted while streaming".into(), None);
                 break;
             }
         };
         match frame {
-            Err(_) => {
+            Err(class) => {
                 if let Some(class) = class {
                     let what = match class {
-                        ErrorClass::TimeoutFirstToken => {
-                            "no content within the first-token timeout"
-                        }
+                        ErrorClass::TimeoutFirstToken => "no content within the first-token timeout",
                         ErrorClass::TimeoutIdle => "no bytes within the idle timeout",
                         _ => "the request exceeded the total timeout",
                     };
@@ -312,11 +286,7 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
             Ok(None) => break,
             Ok(Some(Err(e))) => {
                 if !st.done {
-                    st.fail(
-                        ErrorClass::StreamEndedEarly,
-                        format!("stream broke: {}", error_chain(&e)),
-                        None,
-                    );
+                    st.fail(ErrorClass::StreamEndedEarly, format!("stream broke: {}", error_chain(&e)), None);
                 }
                 break;
             }
@@ -337,25 +307,24 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
                 if !keep_going {
                     break;
                 }
+                // a deadline only ever moves earlier when the stream changes phase
+                let (deadline, _) = deadline_now(&st, last_bytes);
+                if deadline < armed {
+                    armed = deadline;
+                    timer.as_mut().reset(armed.into());
+                }
             }
         }
     }
     if st.rec.error.is_none() && !st.done {
-        let detail = if decoder.has_partial() {
-            " (mid-event)"
-        } else {
-            ""
-        };
+        let detail = if decoder.has_partial() { " (mid-event)" } else { "" };
         st.fail(
             ErrorClass::StreamEndedEarly,
-            format!(
-                "stream closed before [DONE]{detail} after {} content events",
-                st.rec.event_ms.len()
-            ),
+            format!("stream closed before [DONE]{detail} after {} content events", st.rec.event_ms.len()),
             None,
         );
     }
-    end(st, ep)
+    end(st, ep).await
 }
 
 /// The server closed an idle pooled connection as we reused it: nothing of the response arrived.
@@ -373,7 +342,14 @@ fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
     false
 }
 
-fn end(mut st: Stream, ep: &Endpoint) -> Exchange {
+/// Closes the record. Counting tokens runs on a background thread at idle priority, so that
+/// hundreds of streams ending together never delay the timestamps of the streams still running.
+async fn end(mut st: Stream, ep: &Endpoint) -> Exchange {
     st.rec.end_ms = Some(ep.clock.now_ms());
-    st.finish(&ep.tokenizer)
+    let tk = ep.tokenizer.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    crate::background::run(Box::new(move || {
+        let _ = tx.send(st.finish(&tk));
+    }));
+    rx.await.expect("the background thread finishes every job")
 }

@@ -103,10 +103,7 @@ impl Default for Timeouts {
 }
 
 mod secs {
-    pub fn serialize<S: serde::Serializer>(
-        d: &std::time::Duration,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64())
     }
 }
@@ -134,9 +131,7 @@ impl std::fmt::Debug for HttpClient {
 pub fn normalize_base(url: &str) -> Result<String, String> {
     let trimmed = url.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
-    let uri: Uri = trimmed
-        .parse()
-        .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    let uri: Uri = trimmed.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     match uri.scheme_str() {
         Some("http") => {}
         Some("https") => {
@@ -170,11 +165,8 @@ impl HttpClient {
             .build(conn);
         let auth = match api_key {
             Some(k) if !k.is_empty() => {
-                let mut v = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| {
-                    ClientError::Url(
-                        "the API key contains characters not allowed in a header".into(),
-                    )
-                })?;
+                let mut v = HeaderValue::from_str(&format!("Bearer {k}"))
+                    .map_err(|_| ClientError::Url("the API key contains characters not allowed in a header".into()))?;
                 v.set_sensitive(true);
                 Some(v)
             }
@@ -188,13 +180,9 @@ impl HttpClient {
     }
 
     fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
-        let mut b = Request::builder()
-            .method(method)
-            .uri(format!("{}{}", self.base, path));
+        let mut b = Request::builder().method(method).uri(format!("{}{}", self.base, path));
         if !body.is_empty() {
-            b = b
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "text/event-stream");
+            b = b.header(header::CONTENT_TYPE, "application/json").header(header::ACCEPT, "text/event-stream");
         }
         if let Some(a) = &self.auth {
             b = b.header(header::AUTHORIZATION, a.clone());
@@ -203,38 +191,23 @@ impl HttpClient {
     }
 
     /// Sends a POST; resolves when the response headers arrive.
-    pub async fn post(
-        &self,
-        path: &str,
-        body: Bytes,
-    ) -> Result<Response, hyper_util::client::legacy::Error> {
-        self.inner
-            .request(self.request(Method::POST, path, body))
-            .await
+    pub async fn post(&self, path: &str, body: Bytes) -> Result<Response, hyper_util::client::legacy::Error> {
+        self.inner.request(self.request(Method::POST, path, body)).await
     }
 
     /// `GET path`, whole body, with a deadline.
     pub async fn get(&self, path: &str, timeout: Duration) -> Result<(u16, Bytes), ClientError> {
         let url = format!("{}{}", self.base, path);
         let fut = async {
-            let resp = self
-                .inner
-                .request(self.request(Method::GET, path, Bytes::new()))
-                .await?;
+            let resp = self.inner.request(self.request(Method::GET, path, Bytes::new())).await?;
             let status = resp.status().as_u16();
             let body = resp.into_body().collect().await?.to_bytes();
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, body))
         };
         match tokio::time::timeout(timeout, fut).await {
             Ok(Ok(x)) => Ok(x),
-            Ok(Err(e)) => Err(ClientError::Unreachable {
-                url,
-                message: error_chain(e.as_ref()),
-            }),
-            Err(_) => Err(ClientError::Unreachable {
-                url,
-                message: format!("no answer within {timeout:?}"),
-            }),
+            Ok(Err(e)) => Err(ClientError::Unreachable { url, message: error_chain(e.as_ref()) }),
+            Err(_) => Err(ClientError::Unreachable { url, message: format!("no answer within {timeout:?}") }),
         }
     }
 
@@ -243,10 +216,7 @@ impl HttpClient {
         let (status, body) = self.get("/v1/models", timeout).await?;
         let url = format!("{}/v1/models", self.base);
         if status != 200 {
-            return Err(ClientError::Unreachable {
-                url,
-                message: format!("HTTP {status}: {}", excerpt(&body, 200)),
-            });
+            return Err(ClientError::Unreachable { url, message: format!("HTTP {status}: {}", excerpt(&body, 200)) });
         }
         crate::openai::parse_models(&body).map_err(|m| ClientError::Unreachable { url, message: m })
     }

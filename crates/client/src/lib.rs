@@ -7,6 +7,7 @@
 //! - [`exchange`]: one request, measured and classified;
 //! - [`runner`]: the pacer, workers and stop conditions.
 
+pub mod background;
 pub mod exchange;
 pub mod http;
 pub mod openai;

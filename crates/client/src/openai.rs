@@ -45,10 +45,7 @@ pub fn request_body(
             obj.insert("prompt".into(), Value::String(prompt_text()));
         }
         Api::Chat => {
-            obj.insert(
-                "messages".into(),
-                serde_json::to_value(messages).expect("messages"),
-            );
+            obj.insert("messages".into(), serde_json::to_value(messages).expect("messages"));
         }
     }
     if ignore_eos {
@@ -83,10 +80,14 @@ pub struct Chunk {
     pub finish_reason: Option<String>,
     /// An error object sent inside the stream.
     pub error: Option<String>,
+    /// The response id the server gave (`"id"`).
+    pub id: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct RawChunk {
+    #[serde(default)]
+    id: Option<String>,
     #[serde(default)]
     choices: Vec<RawChoice>,
     #[serde(default)]
@@ -128,27 +129,18 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, String> {
         let excerpt: String = data.chars().take(120).collect();
         format!("invalid JSON in stream event ({e}): {excerpt}")
     })?;
-    let mut c = Chunk {
-        usage: raw.usage,
-        ..Default::default()
-    };
+    let mut c = Chunk { usage: raw.usage, id: raw.id, ..Default::default() };
     if let Some(e) = raw.error.filter(|e| !e.is_null()) {
         c.error = Some(error_text(&e));
     } else if raw.object.as_deref() == Some("error") {
-        c.error = Some(
-            raw.message
-                .unwrap_or_else(|| "error object in stream".into()),
-        );
+        c.error = Some(raw.message.unwrap_or_else(|| "error object in stream".into()));
     }
     for ch in raw.choices {
         if let Some(t) = ch.text {
             c.text.push_str(&t);
         }
         if let Some(d) = ch.delta {
-            for t in [d.reasoning_content, d.reasoning, d.content]
-                .into_iter()
-                .flatten()
-            {
+            for t in [d.reasoning_content, d.reasoning, d.content].into_iter().flatten() {
                 c.text.push_str(&t);
             }
             for call in d.tool_calls.unwrap_or_default() {
@@ -177,10 +169,7 @@ fn error_text(e: &Value) -> String {
     match e {
         Value::String(s) => s.clone(),
         Value::Object(o) => {
-            let msg = o
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("error object in stream");
+            let msg = o.get("message").and_then(Value::as_str).unwrap_or("error object in stream");
             match o.get("code").or(o.get("type")) {
                 Some(code) if !code.is_null() => {
                     format!("{msg} ({})", code.to_string().trim_matches('"'))
@@ -194,15 +183,10 @@ fn error_text(e: &Value) -> String {
 
 /// The model ids a server lists at `GET /v1/models`.
 pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| format!("invalid JSON from /v1/models: {e}"))?;
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON from /v1/models: {e}"))?;
     let ids: Vec<String> = v["data"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|m| m["id"].as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|m| m["id"].as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     Ok(ids)
 }
@@ -213,47 +197,40 @@ mod tests {
 
     #[test]
     fn completion_and_chat_content() {
-        let c =
-            parse_chunk(r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#).unwrap();
+        let c = parse_chunk(r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#).unwrap();
         assert!(c.is_content);
         assert_eq!(c.text, " hi");
-        let role =
-            parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#).unwrap();
+        let role = parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#).unwrap();
         assert!(!role.is_content);
         let empty = parse_chunk(r#"{"choices":[{"delta":{"content":""}}]}"#).unwrap();
         assert!(!empty.is_content);
         let r = parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#).unwrap();
         assert_eq!((r.is_content, r.text.as_str()), (true, "think"));
-        let t = parse_chunk(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}]}}]}"#).unwrap();
+        let t =
+            parse_chunk(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}]}}]}"#)
+                .unwrap();
         assert!(t.is_content);
     }
 
     #[test]
     fn usage_only_and_finish() {
-        let u = parse_chunk(
-            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}"#,
+        let u = parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}"#)
+            .unwrap();
+        assert!(!u.is_content);
+        assert_eq!(u.usage, Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(9) }));
+        let f = parse_chunk(
+            r#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#,
         )
         .unwrap();
-        assert!(!u.is_content);
-        assert_eq!(
-            u.usage,
-            Some(Usage {
-                prompt_tokens: Some(5),
-                completion_tokens: Some(9)
-            })
-        );
-        let f = parse_chunk(r#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#).unwrap();
         assert_eq!(f.finish_reason.as_deref(), Some("length"));
         assert!(!f.is_content);
     }
 
     #[test]
     fn errors_in_stream() {
-        let e = parse_chunk(r#"{"error":{"message":"boom","type":"InternalError","code":500}}"#)
-            .unwrap();
+        let e = parse_chunk(r#"{"error":{"message":"boom","type":"InternalError","code":500}}"#).unwrap();
         assert_eq!(e.error.as_deref(), Some("boom (500)"));
-        let tgi =
-            parse_chunk(r#"{"error":"Input validation error","error_type":"validation"}"#).unwrap();
+        let tgi = parse_chunk(r#"{"error":"Input validation error","error_type":"validation"}"#).unwrap();
         assert_eq!(tgi.error.as_deref(), Some("Input validation error"));
         let v = parse_chunk(r#"{"object":"error","message":"bad"}"#).unwrap();
         assert_eq!(v.error.as_deref(), Some("bad"));
@@ -262,10 +239,7 @@ mod tests {
 
     #[test]
     fn bodies() {
-        let m = vec![Message {
-            role: "user".into(),
-            content: "hi".into(),
-        }];
+        let m = vec![Message { role: "user".into(), content: "hi".into() }];
         let b = request_body(Api::Chat, "m", &m, String::new, 8, true, None);
         assert_eq!(b["messages"][0]["content"], "hi");
         assert_eq!(b["min_tokens"], 8);
@@ -278,9 +252,6 @@ mod tests {
 
     #[test]
     fn models() {
-        assert_eq!(
-            parse_models(br#"{"object":"list","data":[{"id":"a"},{"id":"b"}]}"#).unwrap(),
-            vec!["a", "b"]
-        );
+        assert_eq!(parse_models(br#"{"object":"list","data":[{"id":"a"},{"id":"b"}]}"#).unwrap(), vec!["a", "b"]);
     }
 }

@@ -92,7 +92,12 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Wall time from the run start to its end, seconds.
     pub elapsed_s: f64,
+    /// The clock every record's times are on (started when the load began).
+    pub clock: crate::http::Clock,
 }
+
+/// Sessions the generator thread prepares ahead of the load.
+const GENERATOR_AHEAD: usize = 512;
 
 struct Shared {
     ep: Endpoint,
@@ -146,10 +151,7 @@ impl Shared {
     fn report(self: &Arc<Self>, rec: RequestRecord) {
         let c = &self.counters;
         c.done.fetch_add(1, Ordering::SeqCst);
-        let failed = rec
-            .error
-            .as_ref()
-            .is_some_and(|e| e.class != ErrorClass::Cancelled);
+        let failed = rec.error.as_ref().is_some_and(|e| e.class != ErrorClass::Cancelled);
         if failed {
             let n = c.failed.fetch_add(1, Ordering::SeqCst) + 1;
             if self.cfg.max_errors.is_some_and(|m| n >= m) {
@@ -163,19 +165,29 @@ impl Shared {
 
 /// Runs the load and returns every record. `interrupt` stops it early (Ctrl-C).
 pub async fn run(
-    ep: Endpoint,
+    mut ep: Endpoint,
     cfg: RunConfig,
     workload: Workload,
     interrupt: Cancel,
     observer: Arc<dyn Observer>,
 ) -> RunOutcome {
+    // Sessions are prepared ahead on their own thread. Let it fill its buffer before the clock
+    // starts, so building prompts does not compete with the first sends for the CPU.
+    let (gen_tx, gen_rx) = mpsc::channel::<SessionSpec>(GENERATOR_AHEAD);
+    let budget = cfg.requests;
+    let generator = std::thread::Builder::new()
+        .name("goodput-workload".into())
+        .spawn(move || generate(workload, gen_tx, budget))
+        .expect("spawn workload thread");
+    let ahead = budget.map_or(GENERATOR_AHEAD, |b| (b as usize).min(GENERATOR_AHEAD));
+    while gen_rx.len() < ahead && !generator.is_finished() && !interrupt.is_cancelled() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    ep.clock = crate::http::Clock::start();
     let (stop_signal, _) = cancel_pair();
     let (abort, _) = cancel_pair();
     let cap = match &cfg.load {
-        Load::Open {
-            max_concurrency: Some(n),
-            ..
-        } => Some(Arc::new(Semaphore::new(*n))),
+        Load::Open { max_concurrency: Some(n), .. } => Some(Arc::new(Semaphore::new(*n))),
         _ => None,
     };
     let shared = Arc::new(Shared {
@@ -209,21 +221,10 @@ pub async fn run(
         });
     }
 
-    // Sessions are prepared ahead on their own thread.
-    let (gen_tx, gen_rx) = mpsc::channel::<SessionSpec>(512);
-    let budget = cfg.requests;
-    std::thread::Builder::new()
-        .name("goodput-workload".into())
-        .spawn(move || generate(workload, gen_tx, budget))
-        .expect("spawn workload thread");
-
     // Every session task holds a clone of `alive`; the run is over when all are dropped.
     let (alive, mut all_done) = mpsc::channel::<()>(1);
     match cfg.load.clone() {
-        Load::Closed {
-            concurrency,
-            think_s,
-        } => {
+        Load::Closed { concurrency, think_s } => {
             let rx = Arc::new(tokio::sync::Mutex::new(gen_rx));
             for _ in 0..concurrency.max(1) {
                 let (s, rx, alive) = (Arc::clone(&shared), Arc::clone(&rx), alive.clone());
@@ -231,10 +232,7 @@ pub async fn run(
                     let _alive = alive;
                     let mut first = true;
                     loop {
-                        if !first
-                            && think_s > 0.0
-                            && !pause(&s, Duration::from_secs_f64(think_s)).await
-                        {
+                        if !first && think_s > 0.0 && !pause(&s, Duration::from_secs_f64(think_s)).await {
                             break;
                         }
                         first = false;
@@ -261,20 +259,11 @@ pub async fn run(
     drop(alive);
     let _ = all_done.recv().await;
 
-    let stop = shared
-        .stop_reason
-        .lock()
-        .expect("lock")
-        .unwrap_or(StopReason::Completed);
+    let stop = shared.stop_reason.lock().expect("lock").unwrap_or(StopReason::Completed);
     let mut records = std::mem::take(&mut *shared.records.lock().expect("lock"));
     records.sort_by_key(|r| r.id);
     let interrupted = matches!(stop, StopReason::Interrupted | StopReason::MaxErrors);
-    RunOutcome {
-        records,
-        stop,
-        interrupted,
-        elapsed_s: t0.elapsed().as_secs_f64(),
-    }
+    RunOutcome { records, stop, interrupted, elapsed_s: t0.elapsed().as_secs_f64(), clock: shared.ep.clock }
 }
 
 /// Produces sessions until the request budget is covered or the dataset ends.

@@ -165,24 +165,13 @@ mod tests {
         d.feed(b"\xBF: hi\nevent: error\ndata: line1\ndata:line2\ndata\nid: 7\nretry: 5\nunknown: x\n\n", &mut out);
         assert_eq!(
             out,
-            vec![SseEvent {
-                event: Some("error".into()),
-                data: "line1\nline2\n".into(),
-                id: Some("7".into())
-            }]
+            vec![SseEvent { event: Some("error".into()), data: "line1\nline2\n".into(), id: Some("7".into()) }]
         );
         assert_eq!(d.comments, 1);
         // an event with no data is not dispatched; its event type is reset
         out.clear();
         d.feed(b"event: x\n\ndata: y\n\n", &mut out);
-        assert_eq!(
-            out,
-            vec![SseEvent {
-                event: None,
-                data: "y".into(),
-                id: Some("7".into())
-            }]
-        );
+        assert_eq!(out, vec![SseEvent { event: None, data: "y".into(), id: Some("7".into()) }]);
     }
 
     #[test]
@@ -252,9 +241,7 @@ mod tests {
             let mut last = 0;
             for &c in cuts {
                 let c = c.min(bytes.len()).max(last);
-                pieces.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(
-                    &bytes[last..c],
-                )));
+                pieces.push(Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(&bytes[last..c])));
                 last = c;
             }
             pieces.push(Ok(bytes::Bytes::copy_from_slice(&bytes[last..])));

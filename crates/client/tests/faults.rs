@@ -29,10 +29,7 @@ async fn one(script: fn(usize) -> Script, limit: Duration) -> RequestRecord {
 }
 
 fn class(r: &RequestRecord) -> ErrorClass {
-    r.error
-        .as_ref()
-        .unwrap_or_else(|| panic!("expected a failure, got success: {r:?}"))
-        .class
+    r.error.as_ref().unwrap_or_else(|| panic!("expected a failure, got success: {r:?}")).class
 }
 
 #[tokio::test]
@@ -41,11 +38,7 @@ async fn connection_refused() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let ep = endpoint(
-        &format!("http://127.0.0.1:{port}"),
-        Api::Completions,
-        short_timeouts(),
-    );
+    let ep = endpoint(&format!("http://127.0.0.1:{port}"), Api::Completions, short_timeouts());
     let out = run_within(Duration::from_secs(5), ep, config(3, 1), workload(8, 4)).await;
     assert_eq!(out.records.len(), 3);
     assert!(out.records.iter().all(|r| class(r) == ErrorClass::Connect));
@@ -53,16 +46,9 @@ async fn connection_refused() {
 
 #[tokio::test]
 async fn http_500_with_body() {
-    let r = one(
-        |_| {
-            vec![Step::Status(
-                500,
-                r#"{"error":{"message":"engine exploded"}}"#.into(),
-            )]
-        },
-        Duration::from_secs(5),
-    )
-    .await;
+    let r =
+        one(|_| vec![Step::Status(500, r#"{"error":{"message":"engine exploded"}}"#.into())], Duration::from_secs(5))
+            .await;
     assert_eq!(class(&r), ErrorClass::HttpStatus);
     let e = r.error.unwrap();
     assert_eq!(e.status, Some(500));
@@ -71,11 +57,7 @@ async fn http_500_with_body() {
 
 #[tokio::test]
 async fn http_429() {
-    let r = one(
-        |_| vec![Step::Status(429, "slow down".into())],
-        Duration::from_secs(5),
-    )
-    .await;
+    let r = one(|_| vec![Step::Status(429, "slow down".into())], Duration::from_secs(5)).await;
     assert_eq!(r.error.as_ref().unwrap().status, Some(429));
     assert_eq!(class(&r), ErrorClass::HttpStatus);
 }
@@ -123,9 +105,7 @@ async fn error_object_in_stream() {
             vec![
                 Step::SseHead,
                 Step::Chunk(sse::completion(" a")),
-                Step::Chunk(
-                    "data: {\"error\": {\"message\": \"out of memory\", \"code\": 500}}\n\n".into(),
-                ),
+                Step::Chunk("data: {\"error\": {\"message\": \"out of memory\", \"code\": 500}}\n\n".into()),
                 Step::End,
             ]
         },
@@ -158,14 +138,7 @@ async fn ten_megabyte_line() {
 #[tokio::test]
 async fn no_done() {
     let r = one(
-        |_| {
-            vec![
-                Step::SseHead,
-                Step::Chunk(sse::completion(" a")),
-                Step::Chunk(sse::usage(3, 1)),
-                Step::End,
-            ]
-        },
+        |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Chunk(sse::usage(3, 1)), Step::End],
         Duration::from_secs(5),
     )
     .await;
@@ -175,24 +148,14 @@ async fn no_done() {
 
 #[tokio::test]
 async fn server_never_sends_a_byte() {
-    let r = one(
-        |_| vec![Step::Silence(Duration::from_secs(30))],
-        Duration::from_secs(5),
-    )
-    .await;
+    let r = one(|_| vec![Step::Silence(Duration::from_secs(30))], Duration::from_secs(5)).await;
     assert_eq!(class(&r), ErrorClass::TimeoutFirstToken);
 }
 
 #[tokio::test]
 async fn stalls_after_first_token() {
     let r = one(
-        |_| {
-            vec![
-                Step::SseHead,
-                Step::Chunk(sse::completion(" a")),
-                Step::Silence(Duration::from_secs(30)),
-            ]
-        },
+        |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Silence(Duration::from_secs(30))],
         Duration::from_secs(5),
     )
     .await;
@@ -207,33 +170,21 @@ async fn max_errors_stops_the_run() {
     cfg.max_errors = Some(5);
     let out = run_within(Duration::from_secs(10), ep, cfg, workload(8, 4)).await;
     assert_eq!(out.stop, goodput_client::StopReason::MaxErrors);
-    assert!(
-        out.records.len() >= 5 && out.records.len() < 20,
-        "{}",
-        out.records.len()
-    );
+    assert!(out.records.len() >= 5 && out.records.len() < 20, "{}", out.records.len());
 }
 
 #[tokio::test]
 async fn open_loop_records_schedule() {
-    let server =
-        ScriptedServer::start(|_| goodput_testkit::steady_stream(5.0, 1.0, 3, false)).await;
+    let server = ScriptedServer::start(|_| goodput_testkit::steady_stream(5.0, 1.0, 3, false)).await;
     let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
     let mut cfg = config(20, 1);
-    cfg.load = Load::Open {
-        arrivals: goodput_workload::Arrivals::Constant { rate: 100.0 },
-        max_concurrency: None,
-    };
+    cfg.load = Load::Open { arrivals: goodput_workload::Arrivals::Constant { rate: 100.0 }, max_concurrency: None };
     let out = run_within(Duration::from_secs(10), ep, cfg, workload(8, 3)).await;
     assert_eq!(out.records.len(), 20);
     let mut sched: Vec<f64> = out.records.iter().map(|r| r.scheduled_ms).collect();
     sched.sort_by(f64::total_cmp);
     for (i, w) in sched.windows(2).enumerate() {
-        assert!(
-            (w[1] - w[0] - 10.0).abs() < 1e-6,
-            "gap {i}: {}",
-            w[1] - w[0]
-        );
+        assert!((w[1] - w[0] - 10.0).abs() < 1e-6, "gap {i}: {}", w[1] - w[0]);
     }
     for r in &out.records {
         assert!(r.is_success(), "{:?}", r.error);

@@ -57,11 +57,7 @@ async fn chat_with_role_chunk_and_multi_token_chunks() {
             s.push(Step::At(60.0 + 20.0 * i as f64));
             s.push(Step::Chunk(sse::chat(" hello world")));
         }
-        s.extend([
-            Step::Chunk(sse::usage(12, 20)),
-            Step::Chunk(sse::done()),
-            Step::End,
-        ]);
+        s.extend([Step::Chunk(sse::usage(12, 20)), Step::Chunk(sse::done()), Step::End]);
         s
     };
     let server = ScriptedServer::start(script).await;
@@ -124,8 +120,8 @@ async fn per_chunk_usage_from_the_server_wins() {
 async fn client_times_match_server_write_times() {
     let server = ScriptedServer::start(|_| steady_stream(20.0, 5.0, 30, false)).await;
     let ep = endpoint(&server.url(), Api::Completions, Timeouts::default());
-    let clock = ep.clock;
     let out = run_within(Duration::from_secs(20), ep, config(8, 8), workload(16, 30)).await;
+    let clock = out.clock;
     let served = server.served();
     assert_eq!(served.len(), 8);
     // match requests by arrival order ≈ send order: compare each event with its chunk write time
@@ -134,18 +130,11 @@ async fn client_times_match_server_write_times() {
         let sent = r.sent_ms.unwrap();
         let s = served
             .iter()
-            .min_by(|a, b| {
-                (clock.ms(a.arrived) - sent)
-                    .abs()
-                    .total_cmp(&(clock.ms(b.arrived) - sent).abs())
-            })
+            .min_by(|a, b| (clock.ms(a.arrived) - sent).abs().total_cmp(&(clock.ms(b.arrived) - sent).abs()))
             .unwrap();
         for (k, &t) in r.event_ms.iter().enumerate() {
             worst = worst.max((t - clock.ms(s.chunk_times[k])).abs());
         }
     }
-    assert!(
-        worst <= 2.0,
-        "client event times differ from server writes by up to {worst:.3} ms"
-    );
+    assert!(worst <= 2.0, "client event times differ from server writes by up to {worst:.3} ms");
 }

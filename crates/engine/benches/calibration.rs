@@ -6,9 +6,5 @@ fn main() {
     let figs = goodput_engine::calibration::figures();
     print!("{}", goodput_engine::calibration::table(&figs));
     let worst = figs.iter().map(|f| f.error().abs()).fold(0.0, f64::max);
-    println!(
-        "worst |error| {:.1}% (target ±20%) · {:.1} s",
-        worst * 100.0,
-        start.elapsed().as_secs_f64()
-    );
+    println!("worst |error| {:.1}% (target ±20%) · {:.1} s", worst * 100.0, start.elapsed().as_secs_f64());
 }

@@ -61,39 +61,26 @@ fn sharegpt() -> (LengthDist, LengthDist) {
         input: Vec<u32>,
         output: Vec<u32>,
     }
-    let l: Lengths = serde_json::from_str(include_str!("../data/sharegpt_lengths.json"))
-        .expect("fixture parses");
+    let l: Lengths = serde_json::from_str(include_str!("../data/sharegpt_lengths.json")).expect("fixture parses");
     let path = "data/sharegpt_lengths.json".to_string();
-    (
-        LengthDist::Empirical {
-            path: path.clone(),
-            values: l.input,
-        },
-        LengthDist::Empirical {
-            path,
-            values: l.output,
-        },
-    )
+    (LengthDist::Empirical { path: path.clone(), values: l.input }, LengthDist::Empirical { path, values: l.output })
 }
 
 fn scenarios() -> Vec<Scenario> {
     let (sin, sout) = sharegpt();
-    let vllm =
-        |id, setup, input: LengthDist, output: LengthDist, requests, rate, metric, published| {
-            Scenario {
-                id,
-                setup,
-                gpu: "h100",
-                dtype: Dtype::Bf16,
-                trt: false,
-                input,
-                output,
-                requests,
-                rate,
-                metric,
-                published,
-            }
-        };
+    let vllm = |id, setup, input: LengthDist, output: LengthDist, requests, rate, metric, published| Scenario {
+        id,
+        setup,
+        gpu: "h100",
+        dtype: Dtype::Bf16,
+        trt: false,
+        input,
+        output,
+        requests,
+        rate,
+        metric,
+        published,
+    };
     let trt = |id, setup, gpu, i: u32, o: u32, requests, published| Scenario {
         id,
         setup,
@@ -109,46 +96,10 @@ fn scenarios() -> Vec<Scenario> {
     };
     let v = "Llama-3-8B BF16, 1×H100, vLLM 0.6.0, ShareGPT";
     vec![
-        vllm(
-            "1",
-            v,
-            sin.clone(),
-            sout.clone(),
-            500,
-            None,
-            Metric::RequestThroughput,
-            36.5,
-        ),
-        vllm(
-            "2a",
-            v,
-            sin.clone(),
-            sout.clone(),
-            500,
-            Some(2.0),
-            Metric::MeanTpotMs,
-            8.0,
-        ),
-        vllm(
-            "2b",
-            v,
-            sin.clone(),
-            sout.clone(),
-            500,
-            Some(32.0),
-            Metric::MeanTpotMs,
-            13.0,
-        ),
-        vllm(
-            "2c",
-            v,
-            sin.clone(),
-            sout.clone(),
-            500,
-            None,
-            Metric::MeanTpotMs,
-            57.0,
-        ),
+        vllm("1", v, sin.clone(), sout.clone(), 500, None, Metric::RequestThroughput, 36.5),
+        vllm("2a", v, sin.clone(), sout.clone(), 500, Some(2.0), Metric::MeanTpotMs, 8.0),
+        vllm("2b", v, sin.clone(), sout.clone(), 500, Some(32.0), Metric::MeanTpotMs, 13.0),
+        vllm("2c", v, sin.clone(), sout.clone(), 500, None, Metric::MeanTpotMs, 57.0),
         vllm("3", v, sin, sout, 500, None, Metric::MeanTtftMs, 2600.0),
         vllm(
             "4a",
@@ -170,87 +121,21 @@ fn scenarios() -> Vec<Scenario> {
             Metric::RequestThroughput,
             59.0,
         ),
-        trt(
-            "5a",
-            "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 128/128",
-            "h100",
-            128,
-            128,
-            3000,
-            28312.0,
-        ),
-        trt(
-            "5b",
-            "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 128/2048",
-            "h100",
-            128,
-            2048,
-            1500,
-            22714.0,
-        ),
-        trt(
-            "5c",
-            "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 1000/1000",
-            "h100",
-            1000,
-            1000,
-            1500,
-            15220.0,
-        ),
-        trt(
-            "5d",
-            "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 2048/2048",
-            "h100",
-            2048,
-            2048,
-            1000,
-            9305.0,
-        ),
-        trt(
-            "6a",
-            "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 128/128",
-            "h200",
-            128,
-            128,
-            3000,
-            27911.0,
-        ),
-        trt(
-            "6b",
-            "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 128/2048",
-            "h200",
-            128,
-            2048,
-            1500,
-            26221.0,
-        ),
-        trt(
-            "6c",
-            "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 1000/1000",
-            "h200",
-            1000,
-            1000,
-            1500,
-            17744.0,
-        ),
-        trt(
-            "6d",
-            "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 2048/2048",
-            "h200",
-            2048,
-            2048,
-            1000,
-            12194.0,
-        ),
+        trt("5a", "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 128/128", "h100", 128, 128, 3000, 28312.0),
+        trt("5b", "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 128/2048", "h100", 128, 2048, 1500, 22714.0),
+        trt("5c", "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 1000/1000", "h100", 1000, 1000, 1500, 15220.0),
+        trt("5d", "Llama-3.1-8B FP8, 1×H100, TensorRT-LLM, 2048/2048", "h100", 2048, 2048, 1000, 9305.0),
+        trt("6a", "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 128/128", "h200", 128, 128, 3000, 27911.0),
+        trt("6b", "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 128/2048", "h200", 128, 2048, 1500, 26221.0),
+        trt("6c", "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 1000/1000", "h200", 1000, 1000, 1500, 17744.0),
+        trt("6d", "Llama-3.1-8B FP8, 1×H200, TensorRT-LLM, 2048/2048", "h200", 2048, 2048, 1000, 12194.0),
     ]
 }
 
 fn config(s: &Scenario) -> EngineConfig {
     let c = Catalog::builtin();
-    let mut cfg = EngineConfig::new(
-        c.model("llama-3.1-8b").expect("catalog").clone(),
-        c.gpu(s.gpu).expect("catalog").clone(),
-    );
+    let mut cfg =
+        EngineConfig::new(c.model("llama-3.1-8b").expect("catalog").clone(), c.gpu(s.gpu).expect("catalog").clone());
     cfg.dtype = s.dtype;
     if s.trt {
         cfg.kv_dtype = Dtype::Fp8;
@@ -266,22 +151,15 @@ fn config(s: &Scenario) -> EngineConfig {
 
 fn predict(s: &Scenario) -> f64 {
     let mut engine = Engine::new(config(s)).expect("calibration configs are valid");
-    let spec = WorkloadSpec {
-        input_tokens: s.input.clone(),
-        output_tokens: s.output.clone(),
-        seed: 1,
-        ..Default::default()
-    };
+    let spec =
+        WorkloadSpec { input_tokens: s.input.clone(), output_tokens: s.output.clone(), seed: 1, ..Default::default() };
     let mut w = Workload::counts_only(spec).expect("workload");
     let arrivals = match s.rate {
         Some(r) => Arrivals::Poisson { rate: r },
         None => Arrivals::AllAtOnce,
     };
     let cfg = SimConfig {
-        load: Load::Open {
-            arrivals,
-            max_concurrency: None,
-        },
+        load: Load::Open { arrivals, max_concurrency: None },
         requests: Some(s.requests),
         duration_s: None,
         ignore_eos: true,
@@ -324,10 +202,8 @@ pub fn figures() -> Vec<Figure> {
 
 /// A printable table of predicted vs published.
 pub fn table(figs: &[Figure]) -> String {
-    let mut s = format!(
-        "{:<4} {:<52} {:<32} {:>10} {:>10} {:>7}\n",
-        "#", "setup", "metric", "published", "predicted", "error"
-    );
+    let mut s =
+        format!("{:<4} {:<52} {:<32} {:>10} {:>10} {:>7}\n", "#", "setup", "metric", "published", "predicted", "error");
     for f in figs {
         s.push_str(&format!(
             "{:<4} {:<52} {:<32} {:>10.1} {:>10.1} {:>+6.1}%\n",
@@ -349,12 +225,7 @@ mod tests {
         let figs = super::figures();
         let table = super::table(&figs);
         for f in &figs {
-            assert!(
-                f.error().abs() <= 0.20,
-                "figure {} off by {:+.1}%:\n{table}",
-                f.id,
-                f.error() * 100.0
-            );
+            assert!(f.error().abs() <= 0.20, "figure {} off by {:+.1}%:\n{table}", f.id, f.error() * 100.0);
         }
     }
 }

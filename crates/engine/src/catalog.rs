@@ -73,10 +73,7 @@ impl Gpu {
     /// Peak FLOP/s when computing in `d` (falls back to the next wider format the GPU supports).
     pub fn peak_flops(&self, d: Dtype) -> f64 {
         let t = match d {
-            Dtype::Fp4 => self
-                .tflops_fp4
-                .or(self.tflops_fp8)
-                .unwrap_or(self.tflops_bf16),
+            Dtype::Fp4 => self.tflops_fp4.or(self.tflops_fp8).unwrap_or(self.tflops_bf16),
             Dtype::Fp8 => self.tflops_fp8.unwrap_or(self.tflops_bf16),
             Dtype::Bf16 => self.tflops_bf16,
         };
@@ -153,16 +150,8 @@ impl ModelArch {
     }
     /// Per-layer parameters that every token uses (attention, dense MLP, shared experts, router, norms).
     pub fn dense_layer_params(&self) -> u64 {
-        let router = if self.is_moe() {
-            self.hidden * self.experts
-        } else {
-            0
-        };
-        self.attn_params()
-            + self.mlp(self.ffn)
-            + self.shared_experts * self.expert_params()
-            + router
-            + 2 * self.hidden
+        let router = if self.is_moe() { self.hidden * self.experts } else { 0 };
+        self.attn_params() + self.mlp(self.ffn) + self.shared_experts * self.expert_params() + router + 2 * self.hidden
     }
     pub fn embedding_params(&self) -> u64 {
         self.vocab * self.hidden
@@ -193,8 +182,7 @@ impl ModelArch {
     /// Forward FLOPs for one token attending to `context` earlier tokens:
     /// `2 · N_active + 4 · layers · context · heads · head_dim`.
     pub fn flops_per_token(&self, context: u64) -> f64 {
-        2.0 * self.active_params() as f64
-            + 4.0 * (self.layers * context * self.heads * self.head_dim()) as f64
+        2.0 * self.active_params() as f64 + 4.0 * (self.layers * context * self.heads * self.head_dim()) as f64
     }
 }
 
@@ -227,35 +215,23 @@ impl Catalog {
         let models: ModelFile = toml::from_str(MODELS).expect("built-in models.toml parses");
         Catalog {
             gpus: gpus.gpu.into_iter().map(|g| (g.name.clone(), g)).collect(),
-            models: models
-                .model
-                .into_iter()
-                .map(|m| (m.name.clone(), m))
-                .collect(),
+            models: models.model.into_iter().map(|m| (m.name.clone(), m)).collect(),
         }
     }
 
     /// Adds the GPUs of a `--gpu-spec` TOML file (same format as `data/gpus.toml`).
     pub fn add_gpu_file(&mut self, path: &str, text: &str) -> Result<Vec<String>, EngineError> {
-        let f: GpuFile = toml::from_str(text).map_err(|e| EngineError::Spec {
-            file: path.into(),
-            message: e.to_string(),
-        })?;
+        let f: GpuFile =
+            toml::from_str(text).map_err(|e| EngineError::Spec { file: path.into(), message: e.to_string() })?;
         if f.gpu.is_empty() {
-            return Err(EngineError::Spec {
-                file: path.into(),
-                message: "no [[gpu]] tables".into(),
-            });
+            return Err(EngineError::Spec { file: path.into(), message: "no [[gpu]] tables".into() });
         }
         let mut names = Vec::new();
         for g in f.gpu {
             if g.tflops_bf16 <= 0.0 || g.bandwidth_tbs <= 0.0 || g.memory_gb <= 0.0 {
                 return Err(EngineError::Spec {
                     file: path.into(),
-                    message: format!(
-                        "gpu `{}`: tflops_bf16, bandwidth_tbs and memory_gb must be positive",
-                        g.name
-                    ),
+                    message: format!("gpu `{}`: tflops_bf16, bandwidth_tbs and memory_gb must be positive", g.name),
                 });
             }
             names.push(g.name.clone());
@@ -265,104 +241,59 @@ impl Catalog {
     }
 
     pub fn gpu(&self, name: &str) -> Result<&Gpu, EngineError> {
-        self.gpus
-            .get(&name.to_ascii_lowercase())
-            .ok_or_else(|| EngineError::Unknown {
-                what: "GPU",
-                name: name.into(),
-                known: self.gpus.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
+        self.gpus.get(&name.to_ascii_lowercase()).ok_or_else(|| EngineError::Unknown {
+            what: "GPU",
+            name: name.into(),
+            known: self.gpus.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
     }
 
     pub fn model(&self, name: &str) -> Result<&ModelArch, EngineError> {
-        self.models
-            .get(&name.to_ascii_lowercase())
-            .ok_or_else(|| EngineError::Unknown {
-                what: "model",
-                name: name.into(),
-                known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
+        self.models.get(&name.to_ascii_lowercase()).ok_or_else(|| EngineError::Unknown {
+            what: "model",
+            name: name.into(),
+            known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
     }
 }
 
 /// Reads a Hugging Face `config.json` (Llama, Mistral/Mixtral, Qwen2/Qwen2-MoE, Llama 4 and
 /// similar decoder-only layouts; a nested `text_config` is used when present).
 pub fn from_hf_config(path: &str, text: &str, name: &str) -> Result<ModelArch, EngineError> {
-    let err = |m: String| EngineError::Spec {
-        file: path.into(),
-        message: m,
-    };
-    let root: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| err(format!("invalid JSON: {e}")))?;
-    let c = root
-        .get("text_config")
-        .filter(|v| v.is_object())
-        .unwrap_or(&root);
+    let err = |m: String| EngineError::Spec { file: path.into(), message: m };
+    let root: serde_json::Value = serde_json::from_str(text).map_err(|e| err(format!("invalid JSON: {e}")))?;
+    let c = root.get("text_config").filter(|v| v.is_object()).unwrap_or(&root);
     let get = |keys: &[&str]| keys.iter().find_map(|k| c.get(*k).and_then(|v| v.as_u64()));
     let need = |keys: &[&str]| get(keys).ok_or_else(|| err(format!("missing field `{}`", keys[0])));
     let experts = get(&["num_local_experts", "num_experts", "n_routed_experts"]).unwrap_or(0);
-    let expert_ffn = if experts > 0 {
-        get(&["moe_intermediate_size", "intermediate_size"]).unwrap_or(0)
-    } else {
-        0
-    };
+    let expert_ffn = if experts > 0 { get(&["moe_intermediate_size", "intermediate_size"]).unwrap_or(0) } else { 0 };
     let shared = if experts > 0 {
         get(&["n_shared_experts", "num_shared_experts"])
             .or_else(|| c.get("shared_expert_intermediate_size").map(|_| 1))
-            .unwrap_or(
-                if c.get("model_type").and_then(|v| v.as_str()) == Some("llama4_text") {
-                    1
-                } else {
-                    0
-                },
-            )
+            .unwrap_or(if c.get("model_type").and_then(|v| v.as_str()) == Some("llama4_text") { 1 } else { 0 })
     } else {
         0
     };
     let arch = ModelArch {
         name: name.to_string(),
-        hf_id: root
-            .get("_name_or_path")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string(),
+        hf_id: root.get("_name_or_path").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
         layers: need(&["num_hidden_layers", "n_layer", "num_layers"])?,
         hidden: need(&["hidden_size", "n_embd", "d_model"])?,
         heads: need(&["num_attention_heads", "n_head"])?,
-        kv_heads: get(&["num_key_value_heads"])
-            .or(get(&["num_attention_heads"]))
-            .unwrap_or(1),
+        kv_heads: get(&["num_key_value_heads"]).or(get(&["num_attention_heads"])).unwrap_or(1),
         head_dim: get(&["head_dim"]),
-        ffn: if experts > 0 {
-            0
-        } else {
-            need(&["intermediate_size", "n_inner"])?
-        },
+        ffn: if experts > 0 { 0 } else { need(&["intermediate_size", "n_inner"])? },
         vocab: need(&["vocab_size"])?,
-        max_context: get(&[
-            "max_position_embeddings",
-            "n_positions",
-            "max_sequence_length",
-        ])
-        .unwrap_or(4096),
+        max_context: get(&["max_position_embeddings", "n_positions", "max_sequence_length"]).unwrap_or(4096),
         tied_embeddings: c
             .get("tie_word_embeddings")
             .or(root.get("tie_word_embeddings"))
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
-        qkv_bias: c
-            .get("attention_bias")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false)
-            || c.get("model_type")
-                .and_then(|v| v.as_str())
-                .is_some_and(|t| t.starts_with("qwen2")),
+        qkv_bias: c.get("attention_bias").and_then(|v| v.as_bool()).unwrap_or(false)
+            || c.get("model_type").and_then(|v| v.as_str()).is_some_and(|t| t.starts_with("qwen2")),
         experts,
-        top_k: if experts > 0 {
-            get(&["num_experts_per_tok", "moe_topk"]).unwrap_or(1)
-        } else {
-            0
-        },
+        top_k: if experts > 0 { get(&["num_experts_per_tok", "moe_topk"]).unwrap_or(1) } else { 0 },
         shared_experts: shared,
         expert_ffn,
     };
@@ -397,14 +328,8 @@ mod tests {
         ] {
             let m = c.model(name).unwrap();
             let (t, a) = (billions(m.total_params()), billions(m.active_params()));
-            assert!(
-                (t / total - 1.0).abs() < 0.01,
-                "{name}: total {t:.3}B vs {total}B"
-            );
-            assert!(
-                (a / active - 1.0).abs() < 0.01,
-                "{name}: active {a:.3}B vs {active}B"
-            );
+            assert!((t / total - 1.0).abs() < 0.01, "{name}: total {t:.3}B vs {total}B");
+            assert!((a / active - 1.0).abs() < 0.01, "{name}: active {a:.3}B vs {active}B");
         }
     }
 
@@ -422,18 +347,9 @@ mod tests {
             ("qwen2.5-7b", 56.0),
             ("llama-4-scout", 192.0),
         ] {
-            assert_eq!(
-                c.model(name).unwrap().kv_bytes_per_token(Dtype::Bf16) / 1024.0,
-                kib,
-                "{name}"
-            );
+            assert_eq!(c.model(name).unwrap().kv_bytes_per_token(Dtype::Bf16) / 1024.0, kib, "{name}");
         }
-        assert_eq!(
-            c.model("llama-3.1-8b")
-                .unwrap()
-                .kv_bytes_per_token(Dtype::Fp8),
-            65536.0
-        );
+        assert_eq!(c.model("llama-3.1-8b").unwrap().kv_bytes_per_token(Dtype::Fp8), 65536.0);
     }
 
     #[test]
@@ -455,20 +371,11 @@ mod tests {
         let h100 = c.gpu("h100").unwrap();
         assert!((h100.ridge_point(Dtype::Bf16) - 295.3).abs() < 0.5);
         assert!((c.gpu("a100").unwrap().ridge_point(Dtype::Bf16) - 153.0).abs() < 0.5);
-        assert_eq!(
-            c.gpu("A100").unwrap().peak_flops(Dtype::Fp8),
-            312e12,
-            "no FP8: falls back to BF16"
-        );
+        assert_eq!(c.gpu("A100").unwrap().peak_flops(Dtype::Fp8), 312e12, "no FP8: falls back to BF16");
         assert_eq!(c.gpus.len(), 6);
         let e = c.gpu("tpu").unwrap_err().to_string();
         assert!(e.contains("a100") && e.contains("l40s"), "{e}");
-        assert!(
-            c.model("gpt-5")
-                .unwrap_err()
-                .to_string()
-                .contains("llama-3.1-8b")
-        );
+        assert!(c.model("gpt-5").unwrap_err().to_string().contains("llama-3.1-8b"));
     }
 
     #[test]
@@ -479,10 +386,7 @@ mod tests {
             .unwrap();
         assert_eq!(names, vec!["rtx4090"]);
         assert!(c.gpu("rtx4090").is_ok());
-        let e = c
-            .add_gpu_file("bad.toml", "[[gpu]]\nname = 3\n")
-            .unwrap_err()
-            .to_string();
+        let e = c.add_gpu_file("bad.toml", "[[gpu]]\nname = 3\n").unwrap_err().to_string();
         assert!(e.contains("bad.toml"), "{e}");
     }
 
@@ -492,23 +396,12 @@ mod tests {
             "max_position_embeddings":8192,"num_attention_heads":32,"num_hidden_layers":32,"num_key_value_heads":8,
             "vocab_size":128256,"tie_word_embeddings":false,"model_type":"llama"}"#;
         let m = from_hf_config("config.json", llama, "llama-3-8b").unwrap();
-        assert_eq!(
-            m.total_params(),
-            Catalog::builtin()
-                .model("llama-3.1-8b")
-                .unwrap()
-                .total_params()
-        );
+        assert_eq!(m.total_params(), Catalog::builtin().model("llama-3.1-8b").unwrap().total_params());
         let mixtral = r#"{"hidden_size":4096,"intermediate_size":14336,"num_attention_heads":32,"num_hidden_layers":32,
             "num_key_value_heads":8,"vocab_size":32000,"num_local_experts":8,"num_experts_per_tok":2,"max_position_embeddings":32768}"#;
         let m = from_hf_config("c.json", mixtral, "mixtral").unwrap();
         assert!((billions(m.active_params()) - 12.9).abs() < 0.1);
-        let e = from_hf_config("c.json", r#"{"hidden_size": 1}"#, "x")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("c.json") && e.contains("num_hidden_layers"),
-            "{e}"
-        );
+        let e = from_hf_config("c.json", r#"{"hidden_size": 1}"#, "x").unwrap_err().to_string();
+        assert!(e.contains("c.json") && e.contains("num_hidden_layers"), "{e}");
     }
 }

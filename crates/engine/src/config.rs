@@ -26,13 +26,7 @@ impl Default for Efficiency {
     fn default() -> Self {
         // Calibrated against ../shared/reference/published-figures.md rows 1–6: every figure
         // within ±13% (`cargo bench -p goodput-engine --bench calibration`).
-        Efficiency {
-            mfu: 0.38,
-            mbu: 0.8,
-            step_overhead_s: 0.002,
-            seq_overhead_s: 0.0,
-            allreduce_latency_s: 15e-6,
-        }
+        Efficiency { mfu: 0.38, mbu: 0.8, step_overhead_s: 0.002, seq_overhead_s: 0.0, allreduce_latency_s: 15e-6 }
     }
 }
 
@@ -109,28 +103,16 @@ impl EngineConfig {
         let bad = |m: String| Err(EngineError::Config(m));
         let m = &self.model;
         if self.tp == 0 || !self.tp.is_power_of_two() || self.tp > 64 {
-            return bad(format!(
-                "--tp {} must be a power of two between 1 and 64",
-                self.tp
-            ));
+            return bad(format!("--tp {} must be a power of two between 1 and 64", self.tp));
         }
         if !m.heads.is_multiple_of(self.tp as u64) {
-            return bad(format!(
-                "--tp {} must divide the {} attention heads of {}",
-                self.tp, m.heads, m.name
-            ));
+            return bad(format!("--tp {} must divide the {} attention heads of {}", self.tp, m.heads, m.name));
         }
         if !(0.05..=1.0).contains(&self.gpu_memory_utilization) {
-            return bad(format!(
-                "--gpu-memory-utilization {} must be in (0.05, 1]",
-                self.gpu_memory_utilization
-            ));
+            return bad(format!("--gpu-memory-utilization {} must be in (0.05, 1]", self.gpu_memory_utilization));
         }
         if self.block_size == 0 || !self.block_size.is_power_of_two() || self.block_size > 256 {
-            return bad(format!(
-                "--block-size {} must be a power of two up to 256",
-                self.block_size
-            ));
+            return bad(format!("--block-size {} must be a power of two up to 256", self.block_size));
         }
         if self.max_num_seqs == 0 {
             return bad("--max-num-seqs must be at least 1".into());
@@ -173,11 +155,7 @@ impl EngineConfig {
                 self.gpu.name,
                 usable / 1e9,
                 self.gpu_memory_utilization,
-                if fixes.is_empty() {
-                    "use a larger GPU".into()
-                } else {
-                    fixes.join(", or ")
-                }
+                if fixes.is_empty() { "use a larger GPU".into() } else { fixes.join(", or ") }
             ));
         }
         // Activations for the largest iteration (hidden states and the MLP's intermediate, in
@@ -188,11 +166,7 @@ impl EngineConfig {
         let kv_bytes_per_token = m.kv_bytes_per_token(self.kv_dtype) / kv_shards(m, self.tp);
         let kv = usable - weights - reserve;
         let block_bytes = kv_bytes_per_token * self.block_size as f64;
-        let blocks = if kv > 0.0 {
-            (kv / block_bytes).floor() as u64
-        } else {
-            0
-        };
+        let blocks = if kv > 0.0 { (kv / block_bytes).floor() as u64 } else { 0 };
         if blocks == 0 {
             return bad(format!(
                 "{} on {} at --tp {}: {:.1} GB of weights and {:.1} GB of activations leave no room for the KV cache \
@@ -248,18 +222,10 @@ mod tests {
         let p = cfg("llama-3.1-8b", "h100").plan().unwrap();
         // 72 GB usable − 16.06 GB weights − reserve (8192 · (2·14336 + 4·4096) · 2 B + 0.5 GB = 1.24 GB)
         assert!((p.weights_gb - 16.06).abs() < 0.01, "{}", p.weights_gb);
-        assert!(
-            (p.activation_reserve_gb - 1.2382).abs() < 0.001,
-            "{}",
-            p.activation_reserve_gb
-        );
+        assert!((p.activation_reserve_gb - 1.2382).abs() < 0.001, "{}", p.activation_reserve_gb);
         assert_eq!(p.kv_bytes_per_token, 131072.0);
         let expected_blocks: f64 = ((72e9f64 - 16.06e9 - 1.2382e9) / (131072.0 * 16.0)).floor();
-        assert!(
-            (p.kv_blocks as f64 - expected_blocks).abs() <= 30.0,
-            "{} vs {expected_blocks}",
-            p.kv_blocks
-        );
+        assert!((p.kv_blocks as f64 - expected_blocks).abs() <= 30.0, "{} vs {expected_blocks}", p.kv_blocks);
         assert_eq!(p.kv_tokens, p.kv_blocks as u64 * 16);
     }
 

@@ -106,25 +106,18 @@ impl CostModel {
         let head = m.embedding_params() as f64;
         let routed = (m.layers * m.experts * m.expert_params()) as f64;
         // input embeddings are a lookup: no FLOPs, and only the looked-up rows are read
-        let dense_params = m.total_params() as f64
-            - routed
-            - m.embedding_params() as f64 * f64::from(!m.tied_embeddings);
+        let dense_params =
+            m.total_params() as f64 - routed - m.embedding_params() as f64 * f64::from(!m.tied_embeddings);
         CostModel {
             tp: cfg.tp as f64,
-            peak: cfg.gpu.peak_flops(if cfg.dtype == Dtype::Bf16 {
-                Dtype::Bf16
-            } else {
-                cfg.dtype
-            }),
+            peak: cfg.gpu.peak_flops(if cfg.dtype == Dtype::Bf16 { Dtype::Bf16 } else { cfg.dtype }),
             bandwidth: cfg.gpu.bandwidth(),
             link: cfg.gpu.link_gbs * 1e9,
             eff: cfg.efficiency,
             layers: m.layers as f64,
             hidden: m.hidden as f64,
             body_flops_per_token: 2.0
-                * (m.active_params() as f64
-                    - head
-                    - m.embedding_params() as f64 * f64::from(!m.tied_embeddings)),
+                * (m.active_params() as f64 - head - m.embedding_params() as f64 * f64::from(!m.tied_embeddings)),
             head_flops_per_sample: 2.0 * head,
             attn_flops_per_pair: 4.0 * (m.layers * m.heads * m.head_dim()) as f64,
             dense_weight_bytes: dense_params * wb,
@@ -149,8 +142,7 @@ impl CostModel {
         let flops = self.body_flops_per_token * t
             + self.head_flops_per_sample * b.sampled as f64
             + self.attn_flops_per_pair * (b.decode_context as f64 + b.prefill_attention);
-        let weights =
-            self.dense_weight_bytes + self.layers * self.distinct_experts(t) * self.expert_bytes;
+        let weights = self.dense_weight_bytes + self.layers * self.distinct_experts(t) * self.expert_bytes;
         let kv = self.kv_bytes * (b.decode_context + b.prefill_cached + b.tokens()) as f64;
         (flops, weights + kv)
     }
@@ -164,8 +156,7 @@ impl CostModel {
         let compute_s = f / (self.peak * self.eff.mfu);
         let memory_s = by / (self.bandwidth * self.eff.mbu);
         let comm_s = if self.tp > 1.0 {
-            let per =
-                2.0 * (self.tp - 1.0) / self.tp * b.tokens() as f64 * self.hidden * 2.0 / self.link;
+            let per = 2.0 * (self.tp - 1.0) / self.tp * b.tokens() as f64 * self.hidden * 2.0 / self.link;
             2.0 * self.layers * (per + self.eff.allreduce_latency_s)
         } else {
             0.0
@@ -190,15 +181,9 @@ mod tests {
 
     fn model(name: &str, gpu: &str) -> (EngineConfig, CostModel) {
         let c = Catalog::builtin();
-        let mut cfg =
-            EngineConfig::new(c.model(name).unwrap().clone(), c.gpu(gpu).unwrap().clone());
-        cfg.efficiency = Efficiency {
-            mfu: 1.0,
-            mbu: 1.0,
-            step_overhead_s: 0.0,
-            seq_overhead_s: 0.0,
-            allreduce_latency_s: 0.0,
-        };
+        let mut cfg = EngineConfig::new(c.model(name).unwrap().clone(), c.gpu(gpu).unwrap().clone());
+        cfg.efficiency =
+            Efficiency { mfu: 1.0, mbu: 1.0, step_overhead_s: 0.0, seq_overhead_s: 0.0, allreduce_latency_s: 0.0 };
         let m = CostModel::new(&cfg);
         (cfg, m)
     }
@@ -213,11 +198,7 @@ mod tests {
         assert!(!t.compute_bound);
         // the back-of-envelope "16 GB / 3.35 TB/s ≈ 4.8 ms" counts the input embedding,
         // which a decode step only looks up: 15.01 GB / 3.35 TB/s ≈ 4.48 ms, within 7% of it
-        assert!(
-            (t.memory_s * 1e3 - 4.48).abs() < 0.02,
-            "{} ms",
-            t.memory_s * 1e3
-        );
+        assert!((t.memory_s * 1e3 - 4.48).abs() < 0.02, "{} ms", t.memory_s * 1e3);
         assert!((t.memory_s * 1e3 / 4.8 - 1.0).abs() < 0.08);
         // 15.01 GB dense weights (the input embedding is a lookup) + 101 · 128 KiB of KV
         let expect = (m.dense_weight_bytes + 101.0 * 131072.0) / 3.35e12;
@@ -234,20 +215,12 @@ mod tests {
         b.sampled = 1;
         let t = m.time(&b);
         assert!(t.compute_bound);
-        assert!(
-            t.intensity > cfg.gpu.ridge_point(Dtype::Bf16),
-            "{} vs 295",
-            t.intensity
-        );
+        assert!(t.intensity > cfg.gpu.ridge_point(Dtype::Bf16), "{} vs 295", t.intensity);
         // FLOPs by hand: 2 · (8.03e9 − 2 · 0.525e9) · 1024 + 2 · 0.525e9 + 4 · 32 · 4096 · 1024²/2
         let body = 2.0 * (cfg.model.active_params() as f64 - 2.0 * 128256.0 * 4096.0) * 1024.0;
         let flops = body + 2.0 * 128256.0 * 4096.0 + 4.0 * 32.0 * 4096.0 * 1024.0 * 1024.0 / 2.0;
         assert!((t.compute_s - flops / 989.4e12).abs() < 1e-9);
-        assert!(
-            (t.compute_s * 1e3 - 14.6).abs() < 0.3,
-            "{} ms",
-            t.compute_s * 1e3
-        );
+        assert!((t.compute_s * 1e3 - 14.6).abs() < 0.3, "{} ms", t.compute_s * 1e3);
     }
 
     #[test]

@@ -125,11 +125,7 @@ pub struct EngineStats {
 impl EngineStats {
     /// Share of steps that were compute-bound.
     pub fn compute_bound_share(&self) -> f64 {
-        if self.steps == 0 {
-            0.0
-        } else {
-            self.compute_bound_steps as f64 / self.steps as f64
-        }
+        if self.steps == 0 { 0.0 } else { self.compute_bound_steps as f64 / self.steps as f64 }
     }
 
     fn finish_averages(&mut self) {
@@ -187,10 +183,7 @@ impl Engine {
             batch: Vec::new(),
             finished: Vec::new(),
             out: StepOut::default(),
-            stats: EngineStats {
-                series_every: 1,
-                ..Default::default()
-            },
+            stats: EngineStats { series_every: 1, ..Default::default() },
         })
     }
 
@@ -213,23 +206,16 @@ impl Engine {
             return Err(Reject::Empty);
         }
         if total > self.cfg.model.max_context {
-            return Err(Reject::OverContext {
-                tokens: total,
-                limit: self.cfg.model.max_context,
-            });
+            return Err(Reject::OverContext { tokens: total, limit: self.cfg.model.max_context });
         }
-        if !self.cfg.chunked_prefill && r.prompt_tokens as u64 > self.cfg.max_batched_tokens as u64
-        {
+        if !self.cfg.chunked_prefill && r.prompt_tokens as u64 > self.cfg.max_batched_tokens as u64 {
             return Err(Reject::OverBudget {
                 tokens: r.prompt_tokens as u64,
                 limit: self.cfg.max_batched_tokens as u64,
             });
         }
         if total > self.plan.kv_tokens {
-            return Err(Reject::OverCapacity {
-                tokens: total,
-                limit: self.plan.kv_tokens,
-            });
+            return Err(Reject::OverCapacity { tokens: total, limit: self.plan.kv_tokens });
         }
         Ok(())
     }
@@ -242,9 +228,7 @@ impl Engine {
         }
         if self.waiting.len() >= self.cfg.max_waiting {
             self.stats.rejected += 1;
-            return Err(Reject::QueueFull {
-                limit: self.cfg.max_waiting,
-            });
+            return Err(Reject::QueueFull { limit: self.cfg.max_waiting });
         }
         debug_assert!(!self.index.contains_key(&id), "sequence id {id} is live");
         let seq = Seq {
@@ -337,10 +321,7 @@ impl Engine {
             if seq.table.grow_to(kv, tokens, bs) {
                 return true;
             }
-            let victim = *self
-                .running
-                .last()
-                .expect("a sequence that needs blocks is running");
+            let victim = *self.running.last().expect("a sequence that needs blocks is running");
             self.preempt(victim);
             if victim == slot {
                 return false;
@@ -357,11 +338,7 @@ impl Engine {
                 break;
             }
             let pending = self.seq(slot).pending();
-            let chunk = if self.cfg.chunked_prefill {
-                pending.min(*budget)
-            } else {
-                pending
-            };
+            let chunk = if self.cfg.chunked_prefill { pending.min(*budget) } else { pending };
             if chunk > *budget {
                 break;
             }
@@ -467,11 +444,7 @@ impl Engine {
             seq.generated += 1;
             let done = seq.generated >= seq.target;
             let id = seq.id;
-            self.out.emitted.push(Emit {
-                seq: id,
-                tokens: 1,
-                finished: done,
-            });
+            self.out.emitted.push(Emit { seq: id, tokens: 1, finished: done });
             if done {
                 finished.push(slot);
             }
@@ -500,11 +473,7 @@ impl Engine {
         };
         let bs = self.cfg.block_size;
         let pending = self.seq(slot).pending();
-        let chunk = if self.cfg.chunked_prefill {
-            pending.min(self.cfg.max_batched_tokens as u64)
-        } else {
-            pending
-        };
+        let chunk = if self.cfg.chunked_prefill { pending.min(self.cfg.max_batched_tokens as u64) } else { pending };
         let kv = &mut self.kv;
         let seq = self.slots[slot].as_mut().expect("live slot");
         if seq.table.grow_to(kv, chunk, bs) {
@@ -537,16 +506,8 @@ impl Engine {
         let used = self.kv.used_count() as f64;
         let util = used / self.kv.capacity().max(1) as f64;
         let slots = used * self.cfg.block_size as f64;
-        let stored: u64 = self
-            .running
-            .iter()
-            .map(|&s| self.slots[s].as_ref().map_or(0, |q| q.computed))
-            .sum();
-        let frag = if slots > 0.0 {
-            (slots - stored as f64).max(0.0) / slots
-        } else {
-            0.0
-        };
+        let stored: u64 = self.running.iter().map(|&s| self.slots[s].as_ref().map_or(0, |q| q.computed)).sum();
+        let frag = if slots > 0.0 { (slots - stored as f64).max(0.0) / slots } else { 0.0 };
         st.sums[0] += d * running;
         st.sums[1] += d * waiting;
         st.sums[2] += d * util;
@@ -572,17 +533,12 @@ pub(crate) mod tests {
     /// Llama-3.1-8B on an H100 whose memory is cut so that exactly `blocks` KV blocks fit.
     pub(crate) fn small_engine(blocks: u32, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
         let c = Catalog::builtin();
-        let mut cfg = EngineConfig::new(
-            c.model("llama-3.1-8b").unwrap().clone(),
-            c.gpu("h100").unwrap().clone(),
-        );
+        let mut cfg = EngineConfig::new(c.model("llama-3.1-8b").unwrap().clone(), c.gpu("h100").unwrap().clone());
         cfg.max_batched_tokens = 2048;
         tweak(&mut cfg);
         let full = cfg.plan().unwrap();
         let block_bytes = full.kv_bytes_per_token * cfg.block_size as f64;
-        let need = full.weights_gb * 1e9
-            + full.activation_reserve_gb * 1e9
-            + (blocks as f64 + 0.5) * block_bytes;
+        let need = full.weights_gb * 1e9 + full.activation_reserve_gb * 1e9 + (blocks as f64 + 0.5) * block_bytes;
         cfg.gpu.memory_gb = need / cfg.gpu_memory_utilization / 1e9;
         let e = Engine::new(cfg).unwrap();
         assert_eq!(e.memory().kv_blocks, blocks);
@@ -590,10 +546,7 @@ pub(crate) mod tests {
     }
 
     fn req(p: u32, o: u32) -> EngineRequest {
-        EngineRequest {
-            prompt_tokens: p,
-            output_tokens: o,
-        }
+        EngineRequest { prompt_tokens: p, output_tokens: o }
     }
 
     fn emitted(out: &StepOut) -> Vec<(SeqId, bool)> {
@@ -615,21 +568,9 @@ pub(crate) mod tests {
         let out = e.step(0.2).unwrap();
         assert_eq!(emitted(out), vec![(1, true)]);
         assert!(!e.has_work());
-        assert_eq!(
-            e.kv.free_count(),
-            1000,
-            "finished sequences free their blocks"
-        );
+        assert_eq!(e.kv.free_count(), 1000, "finished sequences free their blocks");
         let s = e.stats();
-        assert_eq!(
-            (
-                s.prefill_steps,
-                s.decode_steps,
-                s.decode_tokens,
-                s.prefill_tokens
-            ),
-            (1, 2, 3, 150)
-        );
+        assert_eq!((s.prefill_steps, s.decode_steps, s.decode_tokens, s.prefill_tokens), (1, 2, 3, 150));
     }
 
     #[test]
@@ -661,11 +602,7 @@ pub(crate) mod tests {
         let out = e.step(0.1).unwrap();
         assert_eq!(out.kind, Some(StepKind::Mixed));
         assert_eq!(out.batch_tokens, 256);
-        assert_eq!(
-            emitted(out),
-            vec![(1, false)],
-            "a partial prefill emits nothing"
-        );
+        assert_eq!(emitted(out), vec![(1, false)], "a partial prefill emits nothing");
         let out = e.step(0.2).unwrap();
         assert_eq!(emitted(out), vec![(1, false)]);
         // 600 − 255 − 255 = 90 left: this chunk ends the prompt, so 2 samples its first token
@@ -716,24 +653,12 @@ pub(crate) mod tests {
     #[test]
     fn rejections() {
         let mut e = small_engine(100, |c| c.max_waiting = 1);
-        assert!(matches!(
-            e.submit(1, req(130_000, 2000)),
-            Err(Reject::OverContext { .. })
-        ));
-        assert!(matches!(
-            e.submit(1, req(4000, 1)),
-            Err(Reject::OverBudget { .. })
-        ));
-        assert!(matches!(
-            e.submit(1, req(1000, 1000)),
-            Err(Reject::OverCapacity { .. })
-        ));
+        assert!(matches!(e.submit(1, req(130_000, 2000)), Err(Reject::OverContext { .. })));
+        assert!(matches!(e.submit(1, req(4000, 1)), Err(Reject::OverBudget { .. })));
+        assert!(matches!(e.submit(1, req(1000, 1000)), Err(Reject::OverCapacity { .. })));
         assert!(matches!(e.submit(1, req(0, 1)), Err(Reject::Empty)));
         e.submit(1, req(10, 1)).unwrap();
-        assert!(matches!(
-            e.submit(2, req(10, 1)),
-            Err(Reject::QueueFull { limit: 1 })
-        ));
+        assert!(matches!(e.submit(2, req(10, 1)), Err(Reject::QueueFull { limit: 1 })));
         assert_eq!(e.stats().rejected, 5);
     }
 
@@ -756,10 +681,6 @@ pub(crate) mod tests {
         e.submit(1, req(20, 100)).unwrap();
         e.step(0.0).unwrap();
         let s = e.stats();
-        assert!(
-            (s.mean_kv_fragmentation - 12.0 / 32.0).abs() < 1e-9,
-            "{}",
-            s.mean_kv_fragmentation
-        );
+        assert!((s.mean_kv_fragmentation - 12.0 / 32.0).abs() < 1e-9, "{}", s.mean_kv_fragmentation);
     }
 }

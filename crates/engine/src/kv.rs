@@ -18,11 +18,7 @@ pub struct BlockPool {
 impl BlockPool {
     pub fn new(capacity: u32) -> Self {
         // pop from the end: hand out low ids first
-        BlockPool {
-            free: (0..capacity).rev().collect(),
-            refs: vec![0; capacity as usize],
-            capacity,
-        }
+        BlockPool { free: (0..capacity).rev().collect(), refs: vec![0; capacity as usize], capacity }
     }
 
     pub fn capacity(&self) -> u32 {
@@ -97,8 +93,7 @@ impl BlockTable {
             return false;
         }
         for _ in 0..more {
-            self.blocks
-                .push(pool.allocate().expect("checked free count"));
+            self.blocks.push(pool.allocate().expect("checked free count"));
         }
         true
     }

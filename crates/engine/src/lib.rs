@@ -26,11 +26,7 @@ pub use sim::{SimConfig, SimOutcome, simulate};
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("unknown {what} `{name}`; known: {known}")]
-    Unknown {
-        what: &'static str,
-        name: String,
-        known: String,
-    },
+    Unknown { what: &'static str, name: String, known: String },
     #[error("{file}: {message}")]
     Spec { file: String, message: String },
     #[error("{0}")]

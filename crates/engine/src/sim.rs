@@ -40,11 +40,7 @@ pub struct SimOutcome {
 #[derive(Debug)]
 enum Event {
     /// A new session starts (for closed-loop user `user`, or the next open-loop arrival).
-    Session {
-        user: Option<usize>,
-        spec: Box<SessionSpec>,
-        scheduled: f64,
-    },
+    Session { user: Option<usize>, spec: Box<SessionSpec>, scheduled: f64 },
     /// The next turn of a running session.
     Turn { session: usize, scheduled: f64 },
 }
@@ -107,19 +103,10 @@ struct Sim<'a> {
 /// Runs the workload to completion (or its limits) in virtual time.
 pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: &mut Workload) -> SimOutcome {
     let (arrivals, cap, users, think_s) = match &cfg.load {
-        Load::Closed {
-            concurrency,
-            think_s,
-        } => (None, None, *concurrency, *think_s),
-        Load::Open {
-            arrivals,
-            max_concurrency,
-        } => (
-            Some(ArrivalClock::new(arrivals.clone())),
-            *max_concurrency,
-            0,
-            0.0,
-        ),
+        Load::Closed { concurrency, think_s } => (None, None, *concurrency, *think_s),
+        Load::Open { arrivals, max_concurrency } => {
+            (Some(ArrivalClock::new(arrivals.clone())), *max_concurrency, 0, 0.0)
+        }
     };
     let mut sim = Sim {
         engine,
@@ -148,21 +135,13 @@ pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: &mut Workload) -
     }
     let end_s = sim.run();
     let stats = sim.engine.stats();
-    SimOutcome {
-        records: sim.records,
-        stats,
-        end_s,
-    }
+    SimOutcome { records: sim.records, stats, end_s }
 }
 
 impl Sim<'_> {
     fn push(&mut self, at: f64, event: Event) {
         self.order += 1;
-        self.queue.push(Timed {
-            at,
-            order: self.order,
-            event,
-        });
+        self.queue.push(Timed { at, order: self.order, event });
     }
 
     fn budget_left(&self) -> bool {
@@ -193,14 +172,7 @@ impl Sim<'_> {
         if !self.within_duration(at) {
             return;
         }
-        self.push(
-            at,
-            Event::Session {
-                user,
-                spec: Box::new(spec),
-                scheduled: at,
-            },
-        );
+        self.push(at, Event::Session { user, spec: Box::new(spec), scheduled: at });
     }
 
     fn run(&mut self) -> f64 {
@@ -232,21 +204,12 @@ impl Sim<'_> {
     /// An event's time has come (the engine sees it at the start of its next iteration).
     fn arrive(&mut self, e: Event) {
         match e {
-            Event::Session {
-                user,
-                spec,
-                scheduled,
-            } => {
+            Event::Session { user, spec, scheduled } => {
                 if user.is_none() {
                     self.next_session(None, scheduled); // keep one open-loop arrival ahead
                 }
                 let context = spec.system_tokens as u64;
-                self.sessions.push(Session {
-                    spec: *spec,
-                    user,
-                    turn: 0,
-                    context,
-                });
+                self.sessions.push(Session { spec: *spec, user, turn: 0, context });
                 let s = self.sessions.len() - 1;
                 self.start(s, scheduled);
             }
@@ -275,11 +238,7 @@ impl Sim<'_> {
         let turn = &sess.spec.turns[sess.turn];
         let prompt = sess.context + turn.user_tokens as u64;
         let max_tokens = turn.output_tokens.max(1);
-        let output = if self.cfg.ignore_eos {
-            max_tokens
-        } else {
-            self.length_rng.random_range(1..=max_tokens)
-        };
+        let output = if self.cfg.ignore_eos { max_tokens } else { self.length_rng.random_range(1..=max_tokens) };
         let multi = sess.spec.turns.len() > 1;
         let mut rec = RequestRecord {
             id: id as u64,
@@ -294,10 +253,7 @@ impl Sim<'_> {
             event_tokens_source: Some(TokenSource::Server),
             ..Default::default()
         };
-        let req = EngineRequest {
-            prompt_tokens: prompt.min(u32::MAX as u64) as u32,
-            output_tokens: output,
-        };
+        let req = EngineRequest { prompt_tokens: prompt.min(u32::MAX as u64) as u32, output_tokens: output };
         self.owner.push(s);
         match self.engine.submit(id as u64, req) {
             Ok(()) => {
@@ -308,11 +264,8 @@ impl Sim<'_> {
                 rec.end_ms = rec.sent_ms;
                 rec.output_tokens = Some(0);
                 rec.output_tokens_source = Some(TokenSource::Server);
-                rec.error = Some(RequestError {
-                    class: ErrorClass::Rejected,
-                    message: reject.to_string(),
-                    status: None,
-                });
+                rec.error =
+                    Some(RequestError { class: ErrorClass::Rejected, message: reject.to_string(), status: None });
                 self.records.push(rec);
                 // a refusal still costs the client a round trip before its next request
                 self.session_done(s, sent + 1e-3);
@@ -331,14 +284,7 @@ impl Sim<'_> {
         r.end_ms = Some(t * 1e3);
         r.output_tokens = Some(n);
         r.output_tokens_source = Some(TokenSource::Server);
-        r.finish_reason = Some(
-            if Some(n) == r.requested_output_tokens {
-                "length"
-            } else {
-                "stop"
-            }
-            .into(),
-        );
+        r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
         self.in_flight -= 1;
         if let Some((s, scheduled)) = self.cap_queue.pop_front() {
             self.send(s, scheduled, t);
@@ -349,13 +295,7 @@ impl Sim<'_> {
         sess.turn += 1;
         if sess.turn < sess.spec.turns.len() {
             let at = t + sess.spec.turns[sess.turn].think_s;
-            self.push(
-                at,
-                Event::Turn {
-                    session: s,
-                    scheduled: at,
-                },
-            );
+            self.push(at, Event::Turn { session: s, scheduled: at });
         } else {
             self.session_done(s, t);
         }
@@ -379,10 +319,7 @@ mod tests {
 
     fn engine(tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
         let c = Catalog::builtin();
-        let mut cfg = EngineConfig::new(
-            c.model("llama-3.1-8b").unwrap().clone(),
-            c.gpu("h100").unwrap().clone(),
-        );
+        let mut cfg = EngineConfig::new(c.model("llama-3.1-8b").unwrap().clone(), c.gpu("h100").unwrap().clone());
         tweak(&mut cfg);
         Engine::new(cfg).unwrap()
     }
@@ -395,21 +332,12 @@ mod tests {
             ..Default::default()
         };
         let mut w = Workload::counts_only(spec).unwrap();
-        let cfg = SimConfig {
-            load,
-            requests: Some(requests),
-            duration_s: None,
-            ignore_eos: true,
-            seed: 0,
-        };
+        let cfg = SimConfig { load, requests: Some(requests), duration_s: None, ignore_eos: true, seed: 0 };
         simulate(&mut e, &cfg, &mut w)
     }
 
     fn closed(n: usize) -> Load {
-        Load::Closed {
-            concurrency: n,
-            think_s: 0.0,
-        }
+        Load::Closed { concurrency: n, think_s: 0.0 }
     }
 
     #[test]
@@ -442,14 +370,8 @@ mod tests {
             let s = summarize(&out.records, &SummaryOptions::new());
             let tp = s.output_throughput;
             let tpot = s.tpot_ms.mean.unwrap();
-            assert!(
-                tp > last_tp * 1.3,
-                "throughput should grow: {n} users → {tp:.0} tok/s (was {last_tp:.0})"
-            );
-            assert!(
-                tpot > last_tpot,
-                "TPOT should grow: {n} users → {tpot:.2} ms (was {last_tpot:.2})"
-            );
+            assert!(tp > last_tp * 1.3, "throughput should grow: {n} users → {tp:.0} tok/s (was {last_tp:.0})");
+            assert!(tpot > last_tpot, "TPOT should grow: {n} users → {tpot:.2} ms (was {last_tpot:.2})");
             (last_tp, last_tpot) = (tp, tpot);
         }
         // with more users than batch slots, the extra ones queue: it shows in TTFT
@@ -457,18 +379,12 @@ mod tests {
         let s8 = summarize(&run(closed(8), 64, cap).records, &SummaryOptions::new());
         let s32 = summarize(&run(closed(32), 128, cap).records, &SummaryOptions::new());
         assert!(s32.ttft_ms.mean.unwrap() > 3.0 * s8.ttft_ms.mean.unwrap());
-        assert!(
-            (s32.output_throughput / s8.output_throughput - 1.0).abs() < 0.1,
-            "saturated: throughput flat"
-        );
+        assert!((s32.output_throughput / s8.output_throughput - 1.0).abs() < 0.1, "saturated: throughput flat");
     }
 
     #[test]
     fn deterministic_for_a_seed() {
-        let load = Load::Open {
-            arrivals: Arrivals::Poisson { rate: 20.0 },
-            max_concurrency: None,
-        };
+        let load = Load::Open { arrivals: Arrivals::Poisson { rate: 20.0 }, max_concurrency: None };
         let a = run(load.clone(), 200, |_| {});
         let b = run(load, 200, |_| {});
         assert_eq!(a.records, b.records);
@@ -477,10 +393,7 @@ mod tests {
 
     #[test]
     fn open_loop_cap_counts_client_queueing() {
-        let load = Load::Open {
-            arrivals: Arrivals::AllAtOnce,
-            max_concurrency: Some(4),
-        };
+        let load = Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: Some(4) };
         let out = run(load, 12, |_| {});
         let waited = out.records.iter().filter(|r| r.cap_wait_ms > 0.0).count();
         assert_eq!(waited, 8);
@@ -489,19 +402,12 @@ mod tests {
         }
         let s = summarize(&out.records, &SummaryOptions::new());
         assert!(s.ttft_sched_ms.mean.unwrap() > s.ttft_ms.mean.unwrap() * 1.5);
-        assert_eq!(
-            s.schedule_lag_ms.max,
-            Some(0.0),
-            "waiting for the cap is not lag"
-        );
+        assert_eq!(s.schedule_lag_ms.max, Some(0.0), "waiting for the cap is not lag");
     }
 
     #[test]
     fn duration_bounds_the_run() {
-        let load = Load::Open {
-            arrivals: Arrivals::Constant { rate: 10.0 },
-            max_concurrency: None,
-        };
+        let load = Load::Open { arrivals: Arrivals::Constant { rate: 10.0 }, max_concurrency: None };
         let mut e = engine(|_| {});
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(64),
@@ -509,13 +415,7 @@ mod tests {
             ..Default::default()
         };
         let mut w = Workload::counts_only(spec).unwrap();
-        let cfg = SimConfig {
-            load,
-            requests: None,
-            duration_s: Some(2.0),
-            ignore_eos: true,
-            seed: 0,
-        };
+        let cfg = SimConfig { load, requests: None, duration_s: Some(2.0), ignore_eos: true, seed: 0 };
         let out = simulate(&mut e, &cfg, &mut w);
         assert_eq!(out.records.len(), 21, "arrivals at 0, 0.1, …, 2.0 s");
     }
@@ -529,25 +429,11 @@ mod tests {
             ..Default::default()
         };
         let mut w = Workload::counts_only(spec).unwrap();
-        let cfg = SimConfig {
-            load: closed(4),
-            requests: Some(100),
-            duration_s: None,
-            ignore_eos: false,
-            seed: 3,
-        };
+        let cfg = SimConfig { load: closed(4), requests: Some(100), duration_s: None, ignore_eos: false, seed: 3 };
         let out = simulate(&mut e, &cfg, &mut w);
-        let lens: Vec<u64> = out
-            .records
-            .iter()
-            .map(|r| r.output_tokens.unwrap())
-            .collect();
+        let lens: Vec<u64> = out.records.iter().map(|r| r.output_tokens.unwrap()).collect();
         assert!(lens.iter().all(|&n| (1..=50).contains(&n)));
         assert!(lens.iter().any(|&n| n < 25) && lens.iter().any(|&n| n > 25));
-        assert!(
-            out.records
-                .iter()
-                .any(|r| r.finish_reason.as_deref() == Some("stop"))
-        );
+        assert!(out.records.iter().any(|r| r.finish_reason.as_deref() == Some("stop")));
     }
 }

@@ -128,6 +128,9 @@ pub struct RequestRecord {
     pub requested_output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The id the server gave the response (to correlate with its logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// `None` when the request succeeded.
     pub error: Option<RequestError>,
 }

@@ -72,17 +72,14 @@ impl RequestMetrics {
 /// carried tokens, divided by `m_k`, counted `m_k` times. With `m1 = 1` their mean is TPOT.
 pub fn itl_samples(r: &RequestRecord) -> impl Iterator<Item = (f64, u64)> + '_ {
     let mut prev: Option<f64> = None;
-    r.event_ms
-        .iter()
-        .zip(r.event_tokens.iter().copied().chain(std::iter::repeat(1)))
-        .filter_map(move |(&t, m)| {
-            if m == 0 {
-                return None;
-            }
-            let out = prev.map(|p| ((t - p) / m as f64, m as u64));
-            prev = Some(t);
-            out
-        })
+    r.event_ms.iter().zip(r.event_tokens.iter().copied().chain(std::iter::repeat(1))).filter_map(move |(&t, m)| {
+        if m == 0 {
+            return None;
+        }
+        let out = prev.map(|p| ((t - p) / m as f64, m as u64));
+        prev = Some(t);
+        out
+    })
 }
 
 /// Raw gaps between consecutive content events (what vLLM reports as ITL).
@@ -164,12 +161,7 @@ mod tests {
 
     #[test]
     fn cap_wait_is_not_lag() {
-        let r = RequestRecord {
-            scheduled_ms: 10.0,
-            cap_wait_ms: 30.0,
-            sent_ms: Some(40.5),
-            ..Default::default()
-        };
+        let r = RequestRecord { scheduled_ms: 10.0, cap_wait_ms: 30.0, sent_ms: Some(40.5), ..Default::default() };
         let m = RequestMetrics::of(&r);
         assert_eq!(m.client_queue, Some(30.5));
         assert_eq!(m.schedule_lag, Some(0.5));

@@ -74,10 +74,7 @@ impl ResultDoc {
         let interrupted = runs.iter().any(|r| r.interrupted);
         ResultDoc {
             schema_version: SCHEMA_VERSION,
-            tool: Tool {
-                name: "goodput".into(),
-                version: tool_version.into(),
-            },
+            tool: Tool { name: "goodput".into(), version: tool_version.into() },
             created_at,
             interrupted,
             runs,
@@ -102,12 +99,7 @@ pub fn rfc3339_utc(unix_seconds: f64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]

@@ -98,12 +98,7 @@ impl Samples {
         let cumulative = self.cumulative();
         let nf = n as f64;
         let mean = self.items.iter().map(|&(v, w)| v * w as f64).sum::<f64>() / nf;
-        let var = self
-            .items
-            .iter()
-            .map(|&(v, w)| (v - mean) * (v - mean) * w as f64)
-            .sum::<f64>()
-            / nf;
+        let var = self.items.iter().map(|&(v, w)| (v - mean) * (v - mean) * w as f64).sum::<f64>() / nf;
         let q = |p| percentile_sorted(self, &cumulative, p, method);
         Distribution {
             n,
@@ -136,12 +131,7 @@ impl FromIterator<f64> for Samples {
     }
 }
 
-fn percentile_sorted(
-    s: &Samples,
-    cumulative: &[u64],
-    p: f64,
-    method: PercentileMethod,
-) -> Option<f64> {
+fn percentile_sorted(s: &Samples, cumulative: &[u64], p: f64, method: PercentileMethod) -> Option<f64> {
     let n = *cumulative.last()?;
     let p = p.clamp(0.0, 1.0);
     match method {
@@ -240,14 +230,8 @@ mod tests {
         w.push_weighted(1.0, 1);
         w.push_weighted(9.0, 2);
         let mut e: Samples = [1.0, 5.0, 5.0, 5.0, 9.0, 9.0].into_iter().collect();
-        assert_eq!(
-            w.describe(PercentileMethod::Linear),
-            e.describe(PercentileMethod::Linear)
-        );
-        assert_eq!(
-            w.describe(PercentileMethod::NearestRank),
-            e.describe(PercentileMethod::NearestRank)
-        );
+        assert_eq!(w.describe(PercentileMethod::Linear), e.describe(PercentileMethod::Linear));
+        assert_eq!(w.describe(PercentileMethod::NearestRank), e.describe(PercentileMethod::NearestRank));
         // mean = 34/6
         close(w.describe(PercentileMethod::Linear).mean, 34.0 / 6.0);
     }
@@ -255,10 +239,7 @@ mod tests {
     #[test]
     fn empty_and_single() {
         let mut s = Samples::new();
-        assert_eq!(
-            s.describe(PercentileMethod::Linear),
-            Distribution::default()
-        );
+        assert_eq!(s.describe(PercentileMethod::Linear), Distribution::default());
         s.push(f64::NAN);
         assert!(s.is_empty());
         s.push(3.0);

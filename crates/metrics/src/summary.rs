@@ -39,10 +39,7 @@ pub struct SummaryOptions {
 
 impl SummaryOptions {
     pub fn new() -> Self {
-        SummaryOptions {
-            lag_limit_ms: 1.0,
-            ..Default::default()
-        }
+        SummaryOptions { lag_limit_ms: 1.0, ..Default::default() }
     }
 }
 
@@ -149,11 +146,7 @@ pub struct Summary {
 /// Which records are measured, and the window they are measured over.
 pub fn measurement_window(records: &[RequestRecord], opts: &SummaryOptions) -> (Window, Vec<bool>) {
     let start_of = |r: &RequestRecord| r.sent_ms.unwrap_or(r.scheduled_ms);
-    let end_of = |r: &RequestRecord| {
-        r.end_ms
-            .or(r.last_event_ms())
-            .unwrap_or_else(|| start_of(r))
-    };
+    let end_of = |r: &RequestRecord| r.end_ms.or(r.last_event_ms()).unwrap_or_else(|| start_of(r));
     let first = records.iter().map(start_of).reduce(f64::min).unwrap_or(0.0);
     let last = records.iter().map(end_of).reduce(f64::max).unwrap_or(first);
 
@@ -175,36 +168,24 @@ pub fn measurement_window(records: &[RequestRecord], opts: &SummaryOptions) -> (
             if keep == 0 { start } else { ends[keep - 1] }
         }
     };
-    let window = Window {
-        start_ms: start,
-        end_ms: end.max(start),
-    };
+    let window = Window { start_ms: start, end_ms: end.max(start) };
     let measured = records
         .iter()
         .map(|r| {
-            r.sent_ms.is_some()
-                && !is_cancelled(r)
-                && start_of(r) >= window.start_ms
-                && end_of(r) <= window.end_ms
+            r.sent_ms.is_some() && !is_cancelled(r) && start_of(r) >= window.start_ms && end_of(r) <= window.end_ms
         })
         .collect();
     (window, measured)
 }
 
 fn is_cancelled(r: &RequestRecord) -> bool {
-    r.error
-        .as_ref()
-        .is_some_and(|e| e.class == ErrorClass::Cancelled)
+    r.error.as_ref().is_some_and(|e| e.class == ErrorClass::Cancelled)
 }
 
 /// Summarizes a run's records.
 pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     let (window, measured) = measurement_window(records, opts);
-    let mut s = Summary {
-        window,
-        duration_s: window.seconds(),
-        ..Default::default()
-    };
+    let mut s = Summary { window, duration_s: window.seconds(), ..Default::default() };
 
     let mut d = Dists::default();
     // (scheduled, sent, sent minus cap wait) of measured requests, for the self-check
@@ -229,9 +210,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         match &r.error {
             Some(e) => {
                 s.failed += 1;
-                *s.failed_by_class
-                    .entry(e.class.as_str().to_string())
-                    .or_default() += 1;
+                *s.failed_by_class.entry(e.class.as_str().to_string()).or_default() += 1;
                 continue;
             }
             None => s.completed += 1,
@@ -320,9 +299,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.schedule_lag_ms = d.schedule_lag.describe(m);
     for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
         if c.server_total > 0 {
-            c.diff_pct = Some(
-                (c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0,
-            );
+            c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
         }
     }
     s.verdict = verdict(&s, opts, scheduled_rate, client_rate);
@@ -348,11 +325,7 @@ struct Dists {
 fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
     for (c, client, server) in [
         (&mut tc.input, r.input_tokens_client, r.input_tokens_server),
-        (
-            &mut tc.output,
-            r.output_tokens_client,
-            r.output_tokens_server,
-        ),
+        (&mut tc.output, r.output_tokens_client, r.output_tokens_server),
     ] {
         if let (Some(a), Some(b)) = (client, server) {
             c.requests += 1;
@@ -372,41 +345,28 @@ fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
 /// comparison uses the schedule actually drawn (not the nominal rate, which a short random
 /// schedule misses by chance) and send times less cap waits (a concurrency cap is the server's
 /// slowness showing, not the client's).
-fn verdict(
-    s: &Summary,
-    opts: &SummaryOptions,
-    scheduled_rate: Option<f64>,
-    client_rate: Option<f64>,
-) -> Verdict {
+fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Verdict {
     let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
     let slow = match (opts.offered_rate, scheduled_rate, client_rate) {
         (Some(_), Some(want), Some(got)) => got < 0.97 * want,
         _ => false,
     };
-    if lagged || slow {
-        Verdict::ClientBound
-    } else {
-        Verdict::Ok
-    }
+    if lagged || slow { Verdict::ClientBound } else { Verdict::Ok }
 }
 
 fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
     let mut w = Vec::new();
-    let mut add = |code: &str, message: String| {
-        w.push(Warning {
-            code: code.into(),
-            message,
-        })
-    };
+    let mut add = |code: &str, message: String| w.push(Warning { code: code.into(), message });
     if s.verdict == Verdict::ClientBound {
+        let rates = match (s.offered_rate, s.achieved_rate) {
+            (Some(o), Some(a)) => format!(", sent {a:.2} of {o:.2} req/s offered"),
+            _ => String::new(),
+        };
         add(
             "client_bound",
             format!(
-                "the load generator fell behind its schedule (lag p99 {:.2} ms, achieved {} of offered {} req/s): \
-                 results understate the server",
+                "the load generator fell behind its schedule (lag p99 {:.2} ms{rates}): results understate the server",
                 s.schedule_lag_ms.p99.unwrap_or(0.0),
-                s.achieved_rate.map_or("-".into(), |r| format!("{r:.2}")),
-                s.offered_rate.map_or("-".into(), |r| format!("{r:.2}")),
             ),
         );
     }
@@ -433,20 +393,8 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
         );
     }
     if s.failed > 0 {
-        let classes: Vec<String> = s
-            .failed_by_class
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        add(
-            "failed_requests",
-            format!(
-                "{} of {} requests failed ({})",
-                s.failed,
-                s.attempted,
-                classes.join(", ")
-            ),
-        );
+        let classes: Vec<String> = s.failed_by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        add("failed_requests", format!("{} of {} requests failed ({})", s.failed, s.attempted, classes.join(", ")));
     }
     w
 }
@@ -482,23 +430,13 @@ mod tests {
             scheduled_ms: 100.0,
             sent_ms: Some(100.0),
             end_ms: Some(600.0),
-            error: Some(RequestError {
-                class: ErrorClass::HttpStatus,
-                message: "500".into(),
-                status: Some(500),
-            }),
+            error: Some(RequestError { class: ErrorClass::HttpStatus, message: "500".into(), status: Some(500) }),
             ..Default::default()
         };
         let s = summarize(&[r0, r1, r2], &SummaryOptions::new());
         assert_eq!((s.attempted, s.completed, s.failed), (3, 2, 1));
         assert_eq!(s.failed_by_class.get("http_status"), Some(&1));
-        assert_eq!(
-            s.window,
-            Window {
-                start_ms: 0.0,
-                end_ms: 1000.0
-            }
-        );
+        assert_eq!(s.window, Window { start_ms: 0.0, end_ms: 1000.0 });
         assert_eq!(s.duration_s, 1.0);
         assert_eq!(s.request_throughput, 2.0);
         assert_eq!(s.input_tokens, 30);
@@ -515,13 +453,7 @@ mod tests {
         // token-level ITL samples: 100, 100, 300 -> p50 100
         assert_eq!(s.itl_ms.n, 3);
         assert_eq!(s.itl_ms.p50, Some(100.0));
-        assert_eq!(
-            s.warnings
-                .iter()
-                .map(|w| w.code.as_str())
-                .collect::<Vec<_>>(),
-            vec!["failed_requests"]
-        );
+        assert_eq!(s.warnings.iter().map(|w| w.code.as_str()).collect::<Vec<_>>(), vec!["failed_requests"]);
         assert_eq!(s.verdict, Verdict::Ok);
     }
 
@@ -534,20 +466,10 @@ mod tests {
                 ok(i, s, s, &[s + 250.0, s + 500.0, s + 750.0, s + 1000.0], 1)
             })
             .collect();
-        let opts = SummaryOptions {
-            warmup: Edge::Requests(1),
-            cooldown: Edge::Requests(1),
-            ..SummaryOptions::new()
-        };
+        let opts = SummaryOptions { warmup: Edge::Requests(1), cooldown: Edge::Requests(1), ..SummaryOptions::new() };
         let s = summarize(&recs, &opts);
         // window: second send (100) to third-to-finish end (1200)
-        assert_eq!(
-            s.window,
-            Window {
-                start_ms: 100.0,
-                end_ms: 1200.0
-            }
-        );
+        assert_eq!(s.window, Window { start_ms: 100.0, end_ms: 1200.0 });
         assert_eq!(s.attempted, 2);
         assert_eq!(s.excluded, 2);
         // tokens with event times in [100, 1200]: r0 250..1000 all 4, r1 350..1100 all 4,
@@ -558,19 +480,9 @@ mod tests {
     #[test]
     fn cancelled_requests_are_not_failures() {
         let mut r = ok(0, 0.0, 0.0, &[10.0], 1);
-        r.error = Some(RequestError {
-            class: ErrorClass::Cancelled,
-            message: "ctrl-c".into(),
-            status: None,
-        });
-        let s = summarize(
-            &[r, ok(1, 0.0, 0.0, &[10.0, 20.0], 1)],
-            &SummaryOptions::new(),
-        );
-        assert_eq!(
-            (s.attempted, s.failed, s.cancelled, s.excluded),
-            (1, 0, 1, 1)
-        );
+        r.error = Some(RequestError { class: ErrorClass::Cancelled, message: "ctrl-c".into(), status: None });
+        let s = summarize(&[r, ok(1, 0.0, 0.0, &[10.0, 20.0], 1)], &SummaryOptions::new());
+        assert_eq!((s.attempted, s.failed, s.cancelled, s.excluded), (1, 0, 1, 1));
     }
 
     #[test]

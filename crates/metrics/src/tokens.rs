@@ -15,10 +15,7 @@ pub fn largest_remainder(total: u64, weights: &[f64]) -> Vec<u64> {
     }
     let sum: f64 = weights.iter().map(|w| w.max(0.0)).sum();
     let shares: Vec<f64> = if sum > 0.0 {
-        weights
-            .iter()
-            .map(|w| w.max(0.0) / sum * total as f64)
-            .collect()
+        weights.iter().map(|w| w.max(0.0) / sum * total as f64).collect()
     } else {
         vec![total as f64 / n as f64; n]
     };
@@ -63,11 +60,7 @@ pub fn apportion(n: u64, delta_counts: &[u64]) -> Vec<u32> {
         // every later event gets one token; the surplus follows each delta's count beyond one
         let surplus = n - k as u64;
         let extra: Vec<f64> = rest.iter().map(|&c| c.saturating_sub(1) as f64).collect();
-        let extra = if extra.iter().all(|&e| e == 0.0) {
-            rest.iter().map(|&c| c as f64).collect()
-        } else {
-            extra
-        };
+        let extra = if extra.iter().all(|&e| e == 0.0) { rest.iter().map(|&c| c as f64).collect() } else { extra };
         for e in largest_remainder(surplus, &extra) {
             out.push((1 + e).min(u32::MAX as u64) as u32);
         }

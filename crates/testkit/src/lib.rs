@@ -43,10 +43,7 @@ pub mod sse {
         )
     }
     pub fn completion_finish(reason: &str) -> String {
-        format!(
-            "data: {}\n\n",
-            serde_json::json!({"choices": [{"index": 0, "text": "", "finish_reason": reason}]})
-        )
+        format!("data: {}\n\n", serde_json::json!({"choices": [{"index": 0, "text": "", "finish_reason": reason}]}))
     }
     pub fn chat_role() -> String {
         format!(
@@ -87,11 +84,7 @@ pub fn steady_stream(first_ms: f64, gap_ms: f64, n: usize, chat: bool) -> Script
     }
     for i in 0..n {
         s.push(Step::At(first_ms + gap_ms * i as f64));
-        let w = if chat {
-            sse::chat(" hello")
-        } else {
-            sse::completion(" hello")
-        };
+        let w = if chat { sse::chat(" hello") } else { sse::completion(" hello") };
         s.push(Step::Chunk(w));
     }
     s.push(Step::Chunk(sse::usage(10, n as u64)));
@@ -132,8 +125,7 @@ impl ScriptedServer {
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
                 let _ = sock.set_nodelay(true);
-                let (script, counter, log) =
-                    (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log));
+                let (script, counter, log) = (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log));
                 tokio::spawn(async move {
                     let _ = serve_conn(sock, &*script, &counter, &log).await;
                 });
@@ -166,9 +158,7 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String
                 .lines()
                 .find_map(|l| {
                     let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())
-                        .flatten()
+                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok()).flatten()
                 })
                 .unwrap_or(0);
             while buf.len() < end + 4 + len {
@@ -216,22 +206,15 @@ async fn serve_conn(
         let arrived = Instant::now();
         if line.starts_with("GET /v1/models") {
             let b = r#"{"object":"list","data":[{"id":"scripted-model","object":"model"}]}"#;
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}",
-                b.len()
-            );
+            let resp =
+                format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}", b.len());
             sock.write_all(resp.as_bytes()).await?;
             continue;
         }
         let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let idx = {
             let mut l = log.lock().unwrap();
-            l.push(Served {
-                arrived,
-                path: line,
-                body,
-                chunk_times: Vec::new(),
-            });
+            l.push(Served { arrived, path: line, body, chunk_times: Vec::new() });
             l.len() - 1
         };
         let mut keep_alive = true;
@@ -248,9 +231,7 @@ async fn serve_conn(
                     );
                     sock.write_all(resp.as_bytes()).await?;
                 }
-                Step::At(ms) => {
-                    precise_sleep_until(arrived + Duration::from_secs_f64(ms / 1000.0)).await
-                }
+                Step::At(ms) => precise_sleep_until(arrived + Duration::from_secs_f64(ms / 1000.0)).await,
                 Step::Chunk(data) => {
                     let mut out = format!("{:x}\r\n", data.len()).into_bytes();
                     out.extend_from_slice(data.as_bytes());

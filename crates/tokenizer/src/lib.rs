@@ -68,21 +68,12 @@ impl Tokenizer {
 
     /// A Hugging Face `tokenizer.json` (read from the file only; nothing is downloaded).
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
-        let load_err = |message: String| TokenizerError::Load {
-            path: path.display().to_string(),
-            message,
-        };
+        let load_err = |message: String| TokenizerError::Load { path: path.display().to_string(), message };
         if !path.is_file() {
-            return Err(load_err(
-                "no such file (expected a Hugging Face tokenizer.json)".into(),
-            ));
+            return Err(load_err("no such file (expected a Hugging Face tokenizer.json)".into()));
         }
         let tk = tokenizers::Tokenizer::from_file(path).map_err(|e| load_err(e.to_string()))?;
-        let mut vocab: Vec<(u32, String)> = tk
-            .get_vocab(false)
-            .into_iter()
-            .map(|(t, i)| (i, t))
-            .collect();
+        let mut vocab: Vec<(u32, String)> = tk.get_vocab(false).into_iter().map(|(t, i)| (i, t)).collect();
         vocab.sort();
         let mut words = Vec::new();
         for (_, tok) in vocab {
@@ -90,12 +81,7 @@ impl Tokenizer {
             let w = plain_word(&tok, 'Ġ').or_else(|| plain_word(&tok, '▁'));
             if let Some(w) = w {
                 let spaced = format!(" {w}");
-                if tk
-                    .encode(spaced.as_str(), false)
-                    .map(|e| e.get_ids().len())
-                    .ok()
-                    == Some(1)
-                {
+                if tk.encode(spaced.as_str(), false).map(|e| e.get_ids().len()).ok() == Some(1) {
                     words.push(w.to_string());
                     if words.len() == MAX_WORDS {
                         break;
@@ -117,10 +103,7 @@ impl Tokenizer {
 
     fn finish(kind: Kind, name: String, words: Vec<String>) -> Result<Self, TokenizerError> {
         if words.len() < 64 {
-            return Err(TokenizerError::NoWords {
-                name,
-                found: words.len(),
-            });
+            return Err(TokenizerError::NoWords { name, found: words.len() });
         }
         Ok(Tokenizer(Arc::new(Inner { kind, name, words })))
     }
@@ -133,10 +116,7 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Vec<u32> {
         match &self.0.kind {
             Kind::Tiktoken(bpe) => bpe.encode_ordinary(text),
-            Kind::HuggingFace(tk) => tk
-                .encode(text, false)
-                .map(|e| e.get_ids().to_vec())
-                .unwrap_or_default(),
+            Kind::HuggingFace(tk) => tk.encode(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default(),
         }
     }
 
@@ -157,9 +137,7 @@ impl Tokenizer {
     /// Returns the text and its verified token count (equal to `n` except in pathological cases).
     pub fn synthesize<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> (String, usize) {
         let words = &self.0.words;
-        let mut picked: Vec<&str> = (0..n)
-            .map(|_| words.choose(rng).expect("words").as_str())
-            .collect();
+        let mut picked: Vec<&str> = (0..n).map(|_| words.choose(rng).expect("words").as_str()).collect();
         let mut text = join(&picked);
         let mut count = self.count(&text);
         // Normalizers or prefix rules can shift the count by a token or two: adjust and re-check.

@@ -31,9 +31,7 @@ impl Arrivals {
     /// The nominal offered rate, when it has one.
     pub fn rate(&self) -> Option<f64> {
         match self {
-            Arrivals::Constant { rate }
-            | Arrivals::Poisson { rate }
-            | Arrivals::Gamma { rate, .. } => Some(*rate),
+            Arrivals::Constant { rate } | Arrivals::Poisson { rate } | Arrivals::Gamma { rate, .. } => Some(*rate),
             _ => None,
         }
     }
@@ -65,15 +63,10 @@ impl ArrivalClock {
                     self.t + 1.0 / rate
                 }
             }
-            Arrivals::Poisson { rate } => {
-                self.t + Exp::new(rate).map(|d| d.sample(rng)).unwrap_or(0.0)
-            }
+            Arrivals::Poisson { rate } => self.t + Exp::new(rate).map(|d| d.sample(rng)).unwrap_or(0.0),
             Arrivals::Gamma { rate, burstiness } => {
                 let theta = 1.0 / (rate * burstiness);
-                self.t
-                    + Gamma::new(burstiness, theta)
-                        .map(|d| d.sample(rng))
-                        .unwrap_or(0.0)
+                self.t + Gamma::new(burstiness, theta).map(|d| d.sample(rng)).unwrap_or(0.0)
             }
             Arrivals::Ramp { from, to, over_s } => ramp_time((self.n - 1) as f64, from, to, over_s),
         };
@@ -109,30 +102,15 @@ mod tests {
 
     #[test]
     fn constant_is_evenly_spaced() {
-        assert_eq!(
-            times(Arrivals::Constant { rate: 4.0 }, 4),
-            vec![0.0, 0.25, 0.5, 0.75]
-        );
+        assert_eq!(times(Arrivals::Constant { rate: 4.0 }, 4), vec![0.0, 0.25, 0.5, 0.75]);
     }
 
     #[test]
     fn poisson_and_gamma_have_the_right_mean_and_cv() {
         for (a, cv) in [
             (Arrivals::Poisson { rate: 10.0 }, 1.0),
-            (
-                Arrivals::Gamma {
-                    rate: 10.0,
-                    burstiness: 0.25,
-                },
-                2.0,
-            ),
-            (
-                Arrivals::Gamma {
-                    rate: 10.0,
-                    burstiness: 4.0,
-                },
-                0.5,
-            ),
+            (Arrivals::Gamma { rate: 10.0, burstiness: 0.25 }, 2.0),
+            (Arrivals::Gamma { rate: 10.0, burstiness: 4.0 }, 0.5),
         ] {
             let t = times(a, 50_001);
             let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
@@ -145,24 +123,14 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule() {
-        assert_eq!(
-            times(Arrivals::Poisson { rate: 3.0 }, 50),
-            times(Arrivals::Poisson { rate: 3.0 }, 50)
-        );
+        assert_eq!(times(Arrivals::Poisson { rate: 3.0 }, 50), times(Arrivals::Poisson { rate: 3.0 }, 50));
     }
 
     #[test]
     fn ramp_integrates_the_rate() {
         // from 0 to 10 req/s over 10 s: Λ(t) = t²/2, so the 50th arrival (n = 50) is at t = 10,
         // the 8th (n = 8) at t = 4; after T the spacing is 1/10 s.
-        let t = times(
-            Arrivals::Ramp {
-                from: 0.0,
-                to: 10.0,
-                over_s: 10.0,
-            },
-            52,
-        );
+        let t = times(Arrivals::Ramp { from: 0.0, to: 10.0, over_s: 10.0 }, 52);
         assert!((t[8] - 4.0).abs() < 1e-9);
         assert!((t[50] - 10.0).abs() < 1e-9);
         assert!((t[51] - 10.1).abs() < 1e-9);

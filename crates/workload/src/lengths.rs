@@ -29,20 +29,12 @@ impl LengthDist {
         match self {
             LengthDist::Fixed(n) => *n,
             LengthDist::Uniform { lo, hi } => rng.random_range(*lo..=*hi),
-            LengthDist::Normal { mean, std } => clip(
-                Normal::new(*mean, *std)
-                    .map(|d| d.sample(rng))
-                    .unwrap_or(*mean),
-            ),
+            LengthDist::Normal { mean, std } => clip(Normal::new(*mean, *std).map(|d| d.sample(rng)).unwrap_or(*mean)),
             LengthDist::LogNormal { mean, std } => {
                 // parameters of the underlying normal from the lengths' own mean and std
                 let sigma2 = (1.0 + (std / mean).powi(2)).ln();
                 let mu = mean.ln() - sigma2 / 2.0;
-                clip(
-                    LogNormal::new(mu, sigma2.sqrt())
-                        .map(|d| d.sample(rng))
-                        .unwrap_or(*mean),
-                )
+                clip(LogNormal::new(mu, sigma2.sqrt()).map(|d| d.sample(rng)).unwrap_or(*mean))
             }
             LengthDist::Empirical { values, .. } => values[rng.random_range(0..values.len())],
         }
@@ -54,9 +46,7 @@ impl LengthDist {
             LengthDist::Fixed(n) => *n as f64,
             LengthDist::Uniform { lo, hi } => (*lo as f64 + *hi as f64) / 2.0,
             LengthDist::Normal { mean, .. } | LengthDist::LogNormal { mean, .. } => *mean,
-            LengthDist::Empirical { values, .. } => {
-                values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64
-            }
+            LengthDist::Empirical { values, .. } => values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64,
         }
     }
 
@@ -80,12 +70,8 @@ impl LengthDist {
         };
         let trimmed = text.trim_start();
         let values: Vec<u32> = if trimmed.starts_with('[') {
-            serde_json::from_str::<Vec<u32>>(trimmed).map_err(|e| {
-                bad(
-                    e.line(),
-                    format!("expected a JSON array of positive integers: {e}"),
-                )
-            })?
+            serde_json::from_str::<Vec<u32>>(trimmed)
+                .map_err(|e| bad(e.line(), format!("expected a JSON array of positive integers: {e}")))?
         } else {
             let mut v = Vec::new();
             for (i, l) in text.lines().enumerate() {
@@ -93,10 +79,7 @@ impl LengthDist {
                 if l.is_empty() || l.starts_with('#') {
                     continue;
                 }
-                v.push(
-                    l.parse::<u32>()
-                        .map_err(|_| bad(i + 1, format!("`{l}` is not a positive integer")))?,
-                );
+                v.push(l.parse::<u32>().map_err(|_| bad(i + 1, format!("`{l}` is not a positive integer")))?);
             }
             v
         };
@@ -120,20 +103,12 @@ impl FromStr for LengthDist {
         let num = |x: &str| x.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         let expect = "expected N, uniform:A..B, normal:MEAN,STD, lognormal:MEAN,STD or file:PATH";
         if let Ok(n) = s.parse::<u32>() {
-            return if n >= 1 {
-                Ok(LengthDist::Fixed(n))
-            } else {
-                Err("a length must be at least 1".into())
-            };
+            return if n >= 1 { Ok(LengthDist::Fixed(n)) } else { Err("a length must be at least 1".into()) };
         }
-        let (kind, args) = s
-            .split_once(':')
-            .ok_or_else(|| format!("`{s}`: {expect}"))?;
+        let (kind, args) = s.split_once(':').ok_or_else(|| format!("`{s}`: {expect}"))?;
         match kind {
             "uniform" => {
-                let (a, b) = args
-                    .split_once("..")
-                    .ok_or_else(|| format!("`{s}`: expected uniform:A..B"))?;
+                let (a, b) = args.split_once("..").ok_or_else(|| format!("`{s}`: expected uniform:A..B"))?;
                 let (lo, hi) = (a.trim().parse::<u32>(), b.trim().parse::<u32>());
                 match (lo, hi) {
                     (Ok(lo), Ok(hi)) if lo >= 1 && lo <= hi => Ok(LengthDist::Uniform { lo, hi }),
@@ -141,26 +116,17 @@ impl FromStr for LengthDist {
                 }
             }
             "normal" | "lognormal" => {
-                let (m, d) = args
-                    .split_once(',')
-                    .ok_or_else(|| format!("`{s}`: expected {kind}:MEAN,STD"))?;
+                let (m, d) = args.split_once(',').ok_or_else(|| format!("`{s}`: expected {kind}:MEAN,STD"))?;
                 match (num(m), num(d)) {
-                    (Some(mean), Some(std)) if mean >= 1.0 && std >= 0.0 => {
-                        Ok(if kind == "normal" {
-                            LengthDist::Normal { mean, std }
-                        } else {
-                            LengthDist::LogNormal { mean, std }
-                        })
-                    }
-                    _ => Err(format!(
-                        "`{s}`: expected {kind}:MEAN,STD with MEAN ≥ 1 and STD ≥ 0"
-                    )),
+                    (Some(mean), Some(std)) if mean >= 1.0 && std >= 0.0 => Ok(if kind == "normal" {
+                        LengthDist::Normal { mean, std }
+                    } else {
+                        LengthDist::LogNormal { mean, std }
+                    }),
+                    _ => Err(format!("`{s}`: expected {kind}:MEAN,STD with MEAN ≥ 1 and STD ≥ 0")),
                 }
             }
-            "file" if !args.is_empty() => Ok(LengthDist::Empirical {
-                path: args.to_string(),
-                values: Vec::new(),
-            }),
+            "file" if !args.is_empty() => Ok(LengthDist::Empirical { path: args.to_string(), values: Vec::new() }),
             _ => Err(format!("`{s}`: {expect}")),
         }
     }
@@ -192,81 +158,37 @@ mod tests {
     #[test]
     fn parses_every_form() {
         assert_eq!("512".parse::<LengthDist>(), Ok(LengthDist::Fixed(512)));
-        assert_eq!(
-            "uniform:10..20".parse::<LengthDist>(),
-            Ok(LengthDist::Uniform { lo: 10, hi: 20 })
-        );
-        assert_eq!(
-            "normal:100,10".parse::<LengthDist>(),
-            Ok(LengthDist::Normal {
-                mean: 100.0,
-                std: 10.0
-            })
-        );
-        assert_eq!(
-            "lognormal:100,50".parse::<LengthDist>(),
-            Ok(LengthDist::LogNormal {
-                mean: 100.0,
-                std: 50.0
-            })
-        );
-        assert!(matches!(
-            "file:x.txt".parse::<LengthDist>(),
-            Ok(LengthDist::Empirical { .. })
-        ));
-        for bad in [
-            "0",
-            "uniform:20..10",
-            "normal:abc",
-            "gauss:1,2",
-            "",
-            "-3",
-            "uniform:0..4",
-        ] {
+        assert_eq!("uniform:10..20".parse::<LengthDist>(), Ok(LengthDist::Uniform { lo: 10, hi: 20 }));
+        assert_eq!("normal:100,10".parse::<LengthDist>(), Ok(LengthDist::Normal { mean: 100.0, std: 10.0 }));
+        assert_eq!("lognormal:100,50".parse::<LengthDist>(), Ok(LengthDist::LogNormal { mean: 100.0, std: 50.0 }));
+        assert!(matches!("file:x.txt".parse::<LengthDist>(), Ok(LengthDist::Empirical { .. })));
+        for bad in ["0", "uniform:20..10", "normal:abc", "gauss:1,2", "", "-3", "uniform:0..4"] {
             assert!(bad.parse::<LengthDist>().is_err(), "{bad}");
         }
-        assert_eq!(
-            LengthDist::Uniform { lo: 1, hi: 9 }.to_string(),
-            "uniform:1..9"
-        );
+        assert_eq!(LengthDist::Uniform { lo: 1, hi: 9 }.to_string(), "uniform:1..9");
     }
 
     #[test]
     fn samples_stay_in_range_and_match_moments() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let u = LengthDist::Uniform { lo: 5, hi: 7 };
-        assert!(
-            (0..1000)
-                .map(|_| u.sample(&mut rng))
-                .all(|x| (5..=7).contains(&x))
-        );
-        let ln = LengthDist::LogNormal {
-            mean: 200.0,
-            std: 100.0,
-        };
+        assert!((0..1000).map(|_| u.sample(&mut rng)).all(|x| (5..=7).contains(&x)));
+        let ln = LengthDist::LogNormal { mean: 200.0, std: 100.0 };
         let n = 100_000;
         let xs: Vec<f64> = (0..n).map(|_| ln.sample(&mut rng) as f64).collect();
         let mean = xs.iter().sum::<f64>() / n as f64;
         let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
         assert!((mean - 200.0).abs() < 3.0, "{mean}");
         assert!((std - 100.0).abs() < 4.0, "{std}");
-        let nz = LengthDist::Normal {
-            mean: 2.0,
-            std: 10.0,
-        };
+        let nz = LengthDist::Normal { mean: 2.0, std: 10.0 };
         assert!((0..1000).all(|_| nz.sample(&mut rng) >= 1));
     }
 
     #[test]
     fn empirical_file_values() {
-        assert_eq!(
-            LengthDist::parse_values("f", "3\n# c\n\n5\n").unwrap(),
-            vec![3, 5]
-        );
+        assert_eq!(LengthDist::parse_values("f", "3\n# c\n\n5\n").unwrap(), vec![3, 5]);
         assert_eq!(LengthDist::parse_values("f", "[1, 2]").unwrap(), vec![1, 2]);
-        let e = LengthDist::parse_values("lens.txt", "3\nx\n")
-            .unwrap_err()
-            .to_string();
+        let e = LengthDist::parse_values("lens.txt", "3\nx\n").unwrap_err().to_string();
         assert!(e.contains("lens.txt") && e.contains("line 2"), "{e}");
         assert!(LengthDist::parse_values("f", "0\n").is_err());
     }

@@ -25,12 +25,7 @@ pub use session::{Conversation, Message, SessionSpec, TurnSpec};
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     #[error("{file}{}: field `{field}`: {message}", if *line > 0 { format!(", line {line}") } else { String::new() })]
-    Data {
-        file: String,
-        line: usize,
-        field: String,
-        message: String,
-    },
+    Data { file: String, line: usize, field: String, message: String },
     #[error("cannot read {file}: {message}")]
     Io { file: String, message: String },
     #[error("{0}")]
@@ -139,10 +134,7 @@ impl Workload {
     }
 
     fn synthetic(&mut self, id: u64) -> SessionSpec {
-        let mut s = SessionSpec {
-            id,
-            ..Default::default()
-        };
+        let mut s = SessionSpec { id, ..Default::default() };
         if !self.prefixes.is_empty() {
             let g = (id % self.prefixes.len() as u64) as usize;
             let (text, n) = &self.prefixes[g];
@@ -159,12 +151,7 @@ impl Workload {
                 None => (String::new(), n_in as usize),
             };
             let think_s = if t == 0 { 0.0 } else { self.spec.think_time_s };
-            s.turns.push(TurnSpec {
-                user,
-                user_tokens: count as u32,
-                output_tokens: n_out,
-                think_s,
-            });
+            s.turns.push(TurnSpec { user, user_tokens: count as u32, output_tokens: n_out, think_s });
         }
         s
     }
@@ -197,11 +184,7 @@ mod tests {
 
     #[test]
     fn counts_only_draws_the_same_lengths() {
-        let spec = WorkloadSpec {
-            input_tokens: "lognormal:100,50".parse().unwrap(),
-            seed: 9,
-            ..Default::default()
-        };
+        let spec = WorkloadSpec { input_tokens: "lognormal:100,50".parse().unwrap(), seed: 9, ..Default::default() };
         let mut a = Workload::new(spec.clone(), Tokenizer::cl100k().unwrap()).unwrap();
         let mut b = Workload::counts_only(spec).unwrap();
         for _ in 0..50 {

@@ -13,10 +13,7 @@ pub enum Load {
     Closed { concurrency: usize, think_s: f64 },
     /// Sessions arrive on their own schedule; at most `max_concurrency` requests in flight (an
     /// arrival over the cap waits for a slot, counted as client queue time, never dropped).
-    Open {
-        arrivals: Arrivals,
-        max_concurrency: Option<usize>,
-    },
+    Open { arrivals: Arrivals, max_concurrency: Option<usize> },
 }
 
 impl Load {
@@ -24,9 +21,7 @@ impl Load {
     pub fn pool_size(&self) -> usize {
         match self {
             Load::Closed { concurrency, .. } => *concurrency,
-            Load::Open {
-                max_concurrency, ..
-            } => max_concurrency.unwrap_or(256),
+            Load::Open { max_concurrency, .. } => max_concurrency.unwrap_or(256),
         }
     }
 

@@ -47,12 +47,7 @@ impl SessionSpec {
     pub fn single(id: u64, prompt: String, prompt_tokens: u32, output_tokens: u32) -> Self {
         SessionSpec {
             id,
-            turns: vec![TurnSpec {
-                user: prompt,
-                user_tokens: prompt_tokens,
-                output_tokens,
-                think_s: 0.0,
-            }],
+            turns: vec![TurnSpec { user: prompt, user_tokens: prompt_tokens, output_tokens, think_s: 0.0 }],
             ..Default::default()
         }
     }
@@ -70,10 +65,7 @@ impl Conversation {
     pub fn start(s: &SessionSpec) -> Self {
         let mut c = Conversation::default();
         if let Some(sys) = &s.system {
-            c.messages.push(Message {
-                role: "system".into(),
-                content: sys.clone(),
-            });
+            c.messages.push(Message { role: "system".into(), content: sys.clone() });
             c.tokens += s.system_tokens as u64;
         }
         c
@@ -81,19 +73,13 @@ impl Conversation {
 
     /// Adds the next user message; returns the prompt for this turn.
     pub fn push_user(&mut self, t: &TurnSpec) {
-        self.messages.push(Message {
-            role: "user".into(),
-            content: t.user.clone(),
-        });
+        self.messages.push(Message { role: "user".into(), content: t.user.clone() });
         self.tokens += t.user_tokens as u64;
     }
 
     /// Adds the reply the server actually gave.
     pub fn push_reply(&mut self, text: String, tokens: u64) {
-        self.messages.push(Message {
-            role: "assistant".into(),
-            content: text,
-        });
+        self.messages.push(Message { role: "assistant".into(), content: text });
         self.tokens += tokens;
     }
 

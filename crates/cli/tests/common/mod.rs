@@ -14,20 +14,13 @@ pub fn bin() -> Command {
 
 /// A fresh empty directory under the system temp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "goodput-test-{}-{name}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
+    let d = std::env::temp_dir().join(format!("goodput-test-{}-{name}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
 }
 
 /// Waits for a child with a deadline; kills it and fails the test if it overruns.
@@ -52,12 +45,7 @@ pub fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
 
 /// Runs `goodput ARGS` to completion within `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
-    let child = bin()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     wait_with_deadline(child, limit)
 }
 
@@ -68,20 +56,10 @@ pub fn schema() -> serde_json::Value {
 
 /// Loads a result document and checks it against the checked-in JSON Schema.
 pub fn load_valid(path: &Path) -> serde_json::Value {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let v = jsonschema::validator_for(&schema()).expect("schema compiles");
-    let errors: Vec<String> = v
-        .iter_errors(&doc)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .take(10)
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{} does not match the schema:\n{}",
-        path.display(),
-        errors.join("\n")
-    );
+    let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).take(10).collect();
+    assert!(errors.is_empty(), "{} does not match the schema:\n{}", path.display(), errors.join("\n"));
     doc
 }
 

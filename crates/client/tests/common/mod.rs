@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_client::{
-    Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run,
-};
+use goodput_client::{Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run};
 use goodput_tokenizer::Tokenizer;
 use goodput_workload::{LengthDist, Workload, WorkloadSpec};
 
@@ -27,10 +25,7 @@ pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
 
 pub fn config(requests: u64, concurrency: usize) -> RunConfig {
     RunConfig {
-        load: Load::Closed {
-            concurrency,
-            think_s: 0.0,
-        },
+        load: Load::Closed { concurrency, think_s: 0.0 },
         requests: Some(requests),
         duration: None,
         max_errors: None,
@@ -59,8 +54,5 @@ pub async fn run_within(limit: Duration, ep: Endpoint, cfg: RunConfig, w: Worklo
 }
 
 pub fn assert_close(what: &str, got: f64, want: f64, tol: f64) {
-    assert!(
-        (got - want).abs() <= tol,
-        "{what}: measured {got:.3} ms, expected {want:.3} ± {tol} ms"
-    );
+    assert!((got - want).abs() <= tol, "{what}: measured {got:.3} ms, expected {want:.3} ± {tol} ms");
 }

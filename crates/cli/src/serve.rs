@@ -1,0 +1,36 @@
+//! `goodput serve`: the engine model behind an OpenAI-compatible server, in real time.
+
+use anyhow::Context;
+use goodput_engine::Engine;
+use goodput_server::{AppState, ServerConfig, serve};
+use goodput_tokenizer::Tokenizer;
+use tokio::net::TcpListener;
+
+use crate::Outcome;
+use crate::args::ServeArgs;
+use crate::plan::{EnginePlan, UsageError};
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
+    let plan = EnginePlan::from_args(args.model.as_deref(), &args.engine)?;
+    let tk = Tokenizer::load(args.tokenizer.as_deref()).map_err(|e| UsageError(format!("--tokenizer: {e}")))?;
+    if args.max_body_bytes == 0 {
+        return Err(UsageError("--max-body-bytes: must be at least 1".into()).into());
+    }
+    let addr = format!("{}:{}", args.host, args.port);
+    let listener = TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    let name = plan.config.model.name.clone();
+    let engine = Engine::new(plan.config.clone())?;
+    let state = AppState::new(
+        engine,
+        tk,
+        ServerConfig { max_body_bytes: args.max_body_bytes, seed: args.seed, ..ServerConfig::new(&name) },
+    );
+    println!("goodput serve · {}", plan.describe());
+    println!("  OpenAI API at http://{local}/v1 (model `{name}`) · /health · /metrics · Ctrl-C stops");
+    serve(listener, state, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,435 @@
+//! The engine model behind an OpenAI-compatible HTTP server, in real time.
+//!
+//! `goodput serve` runs it on a port; `goodput bench` with no `--url` starts it in-process on an
+//! ephemeral loopback port and measures it like any other server. The HTTP layer talks to the
+//! engine only through [`driver::EngineHandle`] (submit, abort, gauges); request validation
+//! ([`openai`]) is separate from scheduling (the engine crate).
+//!
+//! Streams are shaped like vLLM's: a chunk per token (the role first for chat), the finish reason
+//! on the last token, a usage chunk when asked, then `[DONE]`. The generated text is made of the
+//! tokenizer's own single-token words, so a client counting with the same tokenizer agrees with
+//! `usage` exactly.
+
+pub mod driver;
+pub mod metrics;
+pub mod openai;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use bytes::Bytes;
+use goodput_engine::{Engine, EngineConfig, EngineRequest, Reject};
+use goodput_tokenizer::Tokenizer;
+use http_body_util::BodyExt;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::net::TcpListener;
+
+pub use driver::{EngineHandle, TokenEvent};
+use openai::{ApiError, Chunks, Endpoint, GenRequest};
+
+/// HTTP-side settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerConfig {
+    /// The model id served (`GET /v1/models`); requests for any other model get 404.
+    pub model_name: String,
+    /// Bodies larger than this are refused with 413.
+    pub max_body_bytes: usize,
+    /// Seeds the output lengths of requests without `ignore_eos` and the generated words.
+    pub seed: u64,
+    /// Keep every token's emit time per request (for tests that hold clients against the truth).
+    #[serde(skip)]
+    pub trace: bool,
+}
+
+impl ServerConfig {
+    pub fn new(model_name: impl Into<String>) -> Self {
+        ServerConfig { model_name: model_name.into(), max_body_bytes: 16 << 20, seed: 0, trace: false }
+    }
+}
+
+/// When a request arrived and when each of its tokens was handed to the connection.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub id: u64,
+    pub arrived: Instant,
+    pub prompt_tokens: u64,
+    /// One entry per chunk written, with the tokens it carried.
+    pub emits: Vec<(Instant, u32)>,
+}
+
+struct Inner {
+    engine: EngineHandle,
+    tokenizer: Tokenizer,
+    cfg: ServerConfig,
+    max_context: u64,
+    metrics: metrics::ServerMetrics,
+    next_id: AtomicU64,
+    created: u64,
+    traces: Mutex<Vec<Trace>>,
+}
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+impl AppState {
+    /// Starts the engine thread for `engine` and wraps it for the handlers.
+    pub fn new(engine: Engine, tokenizer: Tokenizer, cfg: ServerConfig) -> Self {
+        let max_context = engine.config().model.max_context;
+        AppState(Arc::new(Inner {
+            engine: EngineHandle::start(engine),
+            tokenizer,
+            cfg,
+            max_context,
+            metrics: metrics::ServerMetrics::default(),
+            next_id: AtomicU64::new(0),
+            created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            traces: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn engine(&self) -> &EngineHandle {
+        &self.0.engine
+    }
+
+    /// Per-request emit times (when `ServerConfig::trace` is on).
+    pub fn traces(&self) -> Vec<Trace> {
+        self.0.traces.lock().expect("traces").clone()
+    }
+}
+
+/// The router: OpenAI endpoints, `/health`, `/metrics`, and OpenAI-style 404s for anything else.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/health", get(|| async { StatusCode::OK }))
+        .route("/metrics", get(prometheus))
+        .fallback(|req: Request| async move {
+            ApiError::not_found(format!("no route for {} {}", req.method(), req.uri().path())).into_response()
+        })
+        .with_state(state)
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` resolves. Every accepted connection gets
+/// TCP_NODELAY (without it, streamed chunks stall for ~40 ms behind Nagle's algorithm).
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let engine = state.engine().clone();
+    let r = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
+    engine.stop();
+    r
+}
+
+/// The engine served in-process on an ephemeral loopback port (`goodput bench` without `--url`).
+pub struct Embedded {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Embedded {
+    pub async fn start(engine_cfg: EngineConfig, tokenizer: Tokenizer, cfg: ServerConfig) -> Result<Self, EmbedError> {
+        let engine = Engine::new(engine_cfg).map_err(|e| EmbedError::Engine(e.to_string()))?;
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(EmbedError::Io)?;
+        let addr = listener.local_addr().map_err(EmbedError::Io)?;
+        let state = AppState::new(engine, tokenizer, cfg);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, state.clone(), async {
+            let _ = stopped.await;
+        }));
+        Ok(Embedded { addr, state, stop: Some(stop), task: Some(task) })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, lets open streams finish, stops the engine thread.
+    pub async fn shutdown(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.state.engine().stop();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("{0}")]
+    Engine(String),
+    #[error("cannot listen on loopback: {0}")]
+    Io(std::io::Error),
+}
+
+async fn models(State(s): State<AppState>) -> Response {
+    let m = &s.0;
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{"id": m.cfg.model_name, "object": "model", "created": m.created, "owned_by": "goodput",
+                  "max_model_len": m.max_context}]
+    }))
+    .into_response()
+}
+
+async fn prometheus(State(s): State<AppState>) -> Response {
+    let text = s.0.metrics.render(&s.0.cfg.model_name, &s.0.engine.gauges());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn completions(State(s): State<AppState>, req: Request) -> Response {
+    generate(s, Endpoint::Completions, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn chat(State(s): State<AppState>, req: Request) -> Response {
+    generate(s, Endpoint::Chat, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::bad_request(format!("cannot read the request body: {e}"))),
+    }
+}
+
+/// Tokens a chat template adds: 3 per message and 3 to prime the reply (OpenAI's counting rule).
+fn template_tokens(endpoint: Endpoint, messages: usize) -> u64 {
+    match endpoint {
+        Endpoint::Completions => 0,
+        Endpoint::Chat => 3 * messages as u64 + 3,
+    }
+}
+
+async fn generate(s: AppState, endpoint: Endpoint, req: Request) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let m = &s.0;
+    let bytes = read_body(req.into_body(), m.cfg.max_body_bytes).await?;
+    let r: GenRequest = openai::parse(endpoint, &bytes)?;
+    if r.model != m.cfg.model_name {
+        return Err(ApiError::not_found(format!(
+            "The model `{}` does not exist (this server serves `{}`).",
+            r.model, m.cfg.model_name
+        )));
+    }
+    let prompt: u64 =
+        r.texts.iter().map(|t| m.tokenizer.count(t) as u64).sum::<u64>() + template_tokens(endpoint, r.texts.len());
+    let room = m.max_context.saturating_sub(prompt);
+    let max_tokens = match (r.max_tokens, endpoint) {
+        (Some(n), _) => n as u64,
+        (None, Endpoint::Completions) => 16,
+        (None, Endpoint::Chat) => room.min(4096),
+    };
+    if prompt + max_tokens > m.max_context || max_tokens == 0 {
+        return Err(ApiError::bad_request(format!(
+            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). \
+             Please reduce the length of the messages or completion.",
+            m.max_context,
+            prompt + max_tokens,
+            prompt,
+            max_tokens
+        )));
+    }
+    let id = m.next_id.fetch_add(1, Ordering::Relaxed);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(m.cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let output = if r.ignore_eos { max_tokens } else { rng.random_range((r.min_tokens as u64).max(1)..=max_tokens) };
+    let ereq = EngineRequest { prompt_tokens: prompt.min(u32::MAX as u64) as u32, output_tokens: output as u32 };
+    let rx = match m.engine.submit(id, ereq).await {
+        Ok(rx) => rx,
+        Err(driver::SubmitError::Rejected(Reject::QueueFull { limit })) => {
+            return Err(ApiError::overloaded(format!(
+                "the server is overloaded: {limit} requests are already waiting"
+            )));
+        }
+        Err(driver::SubmitError::Rejected(e)) => return Err(ApiError::bad_request(e.to_string())),
+        Err(driver::SubmitError::Stopped) => return Err(ApiError::unavailable("the engine has stopped")),
+    };
+    m.metrics.prompt(prompt);
+    let chunks = Chunks { id: format!("cmpl-{id}"), created: m.created, model: m.cfg.model_name.clone(), endpoint };
+    let stream = TokenStream {
+        state: s.clone(),
+        id,
+        rx,
+        chunks,
+        rng,
+        arrived,
+        last: None,
+        generated: 0,
+        max_tokens,
+        prompt,
+        include_usage: r.include_usage,
+        phase: if endpoint == Endpoint::Chat { Phase::Role } else { Phase::Tokens },
+        trace: m.cfg.trace.then(|| Trace { id, arrived, prompt_tokens: prompt, emits: Vec::new() }),
+        done: false,
+    };
+    if r.stream {
+        let body =
+            futures::stream::unfold(
+                stream,
+                |mut st| async move { st.next().await.map(|b| (Ok::<_, Infallible>(b), st)) },
+            );
+        Ok((
+            [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+            Body::from_stream(body),
+        )
+            .into_response())
+    } else {
+        let mut st = stream;
+        let (text, finish) = st.collect().await?;
+        let full = st.chunks.full(&text, finish, prompt, st.generated);
+        Ok(axum::Json(full).into_response())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Role,
+    Tokens,
+    Usage,
+    Done,
+    End,
+}
+
+/// One request's response: turns engine events into SSE chunks. Dropping it (the client went
+/// away) aborts the sequence, freeing its KV blocks.
+struct TokenStream {
+    state: AppState,
+    id: u64,
+    rx: tokio::sync::mpsc::UnboundedReceiver<TokenEvent>,
+    chunks: Chunks,
+    rng: rand_chacha::ChaCha8Rng,
+    arrived: Instant,
+    last: Option<Instant>,
+    generated: u64,
+    max_tokens: u64,
+    prompt: u64,
+    include_usage: bool,
+    phase: Phase,
+    trace: Option<Trace>,
+    done: bool,
+}
+
+impl TokenStream {
+    fn words(&mut self, n: u32) -> String {
+        let tk = self.state.0.tokenizer.clone();
+        let mut s = String::new();
+        for _ in 0..n {
+            s.push(' ');
+            s.push_str(tk.word(&mut self.rng));
+        }
+        s
+    }
+
+    /// Waits for the next engine event; returns its text and whether it was the last.
+    async fn tokens(&mut self) -> Option<(String, u32, bool)> {
+        let TokenEvent::Tokens { n, finished, .. } = self.rx.recv().await?;
+        let now = Instant::now();
+        let m = &self.state.0.metrics;
+        if self.last.is_none() {
+            m.first_token(now.duration_since(self.arrived).as_secs_f64());
+        }
+        m.tokens(n, self.last.map(|p| now.duration_since(p).as_secs_f64()));
+        self.last = Some(now);
+        self.generated += n as u64;
+        if finished {
+            self.done = true;
+            m.finished(now.duration_since(self.arrived).as_secs_f64());
+        }
+        Some((self.words(n), n, finished))
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        if self.generated >= self.max_tokens { "length" } else { "stop" }
+    }
+
+    fn emitted(&mut self, n: u32) {
+        if let Some(t) = &mut self.trace {
+            t.emits.push((Instant::now(), n));
+        }
+    }
+
+    /// The next SSE chunk, or `None` at the end of the stream.
+    async fn next(&mut self) -> Option<Bytes> {
+        match self.phase {
+            Phase::Role => {
+                self.phase = Phase::Tokens;
+                Some(Bytes::from(self.chunks.role()))
+            }
+            Phase::Tokens => {
+                let (text, n, last) = self.tokens().await?;
+                if last {
+                    self.phase = if self.include_usage { Phase::Usage } else { Phase::Done };
+                }
+                let chunk = self.chunks.text(&text, last.then(|| self.finish_reason()));
+                self.emitted(n);
+                Some(Bytes::from(chunk))
+            }
+            Phase::Usage => {
+                self.phase = Phase::Done;
+                Some(Bytes::from(self.chunks.usage(self.prompt, self.generated)))
+            }
+            Phase::Done => {
+                self.phase = Phase::End;
+                Some(Bytes::from_static(b"data: [DONE]\n\n"))
+            }
+            Phase::End => None,
+        }
+    }
+
+    /// A non-streaming response: all the text and the finish reason.
+    async fn collect(&mut self) -> Result<(String, &'static str), ApiError> {
+        let mut text = String::new();
+        loop {
+            match self.tokens().await {
+                Some((t, _, last)) => {
+                    text.push_str(&t);
+                    if last {
+                        return Ok((text, self.finish_reason()));
+                    }
+                }
+                None => return Err(ApiError::unavailable("the engine stopped before the request finished")),
+            }
+        }
+    }
+}
+
+impl Drop for TokenStream {
+    fn drop(&mut self) {
+        if !self.done {
+            self.state.0.engine.abort(self.id);
+        }
+        if let Some(t) = self.trace.take() {
+            self.state.0.traces.lock().expect("traces").push(t);
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The server's side of the OpenAI wire format: validating requests, OpenAI-style errors, and the
+//! chunks of a stream (shaped the way vLLM streams them).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// An OpenAI-style error response: `{"error": {"message", "type", "code"}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub kind: &'static str,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::BAD_REQUEST, message: message.into(), kind: "invalid_request_error" }
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::NOT_FOUND, message: message.into(), kind: "not_found_error" }
+    }
+    pub fn too_large(limit: usize) -> Self {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("request body is larger than {limit} bytes"),
+            kind: "invalid_request_error",
+        }
+    }
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::TOO_MANY_REQUESTS, message: message.into(), kind: "rate_limit_error" }
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: message.into(), kind: "server_error" }
+    }
+    pub fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "code": self.status.as_u16()}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.body())).into_response()
+    }
+}
+
+/// Which endpoint a request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Completions,
+    Chat,
+}
+
+/// A validated generation request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenRequest {
+    pub endpoint: Endpoint,
+    pub model: String,
+    /// The prompt text (completions) or the messages' contents (chat), for counting.
+    pub texts: Vec<String>,
+    pub max_tokens: Option<u32>,
+    pub min_tokens: u32,
+    pub ignore_eos: bool,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+fn uint(v: &Value, field: &str) -> Result<Option<u32>, ApiError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => match x.as_u64() {
+            Some(n) if n <= u32::MAX as u64 => Ok(Some(n as u32)),
+            _ => Err(ApiError::bad_request(format!("`{field}` must be a non-negative integer"))),
+        },
+    }
+}
+
+fn boolean(v: &Value, field: &str) -> Result<bool, ApiError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad_request(format!("`{field}` must be a boolean"))),
+    }
+}
+
+/// Parses and validates a request body.
+pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<GenRequest, ApiError> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    let model = match v.get("model") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => return Err(ApiError::bad_request("`model` must be a non-empty string")),
+        None => return Err(ApiError::bad_request("missing required field `model`")),
+    };
+    let texts = match endpoint {
+        Endpoint::Completions => match v.get("prompt") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+                vec![a[0].as_str().unwrap_or_default().to_string()]
+            }
+            Some(Value::Array(_)) => {
+                return Err(ApiError::bad_request("`prompt` must be a string or a list of exactly one string"));
+            }
+            Some(_) => return Err(ApiError::bad_request("`prompt` must be a string")),
+            None => return Err(ApiError::bad_request("missing required field `prompt`")),
+        },
+        Endpoint::Chat => {
+            let Some(msgs) = v.get("messages") else {
+                return Err(ApiError::bad_request("missing required field `messages`"));
+            };
+            let Some(msgs) = msgs.as_array().filter(|a| !a.is_empty()) else {
+                return Err(ApiError::bad_request("`messages` must be a non-empty array"));
+            };
+            let mut texts = Vec::new();
+            for (i, m) in msgs.iter().enumerate() {
+                let role = m.get("role").and_then(Value::as_str);
+                if !matches!(role, Some("system" | "user" | "assistant" | "tool" | "developer")) {
+                    return Err(ApiError::bad_request(format!(
+                        "messages[{i}].role must be one of system, user, assistant, tool, developer"
+                    )));
+                }
+                match m.get("content") {
+                    Some(Value::String(s)) => texts.push(s.clone()),
+                    Some(Value::Array(parts)) => {
+                        let mut t = String::new();
+                        for p in parts {
+                            match p.get("text").and_then(Value::as_str) {
+                                Some(s) => t.push_str(s),
+                                None => {
+                                    return Err(ApiError::bad_request(format!(
+                                        "messages[{i}].content parts must be text parts ({{\"type\": \"text\", \"text\": ...}})"
+                                    )));
+                                }
+                            }
+                        }
+                        texts.push(t);
+                    }
+                    Some(Value::Null) | None if role == Some("assistant") => texts.push(String::new()),
+                    _ => return Err(ApiError::bad_request(format!("messages[{i}].content must be a string"))),
+                }
+            }
+            texts
+        }
+    };
+    let max_tokens = match uint(&v, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => uint(&v, "max_tokens")?,
+    };
+    if max_tokens == Some(0) {
+        return Err(ApiError::bad_request("`max_tokens` must be at least 1"));
+    }
+    let min_tokens = uint(&v, "min_tokens")?.unwrap_or(0);
+    if let Some(m) = max_tokens
+        && min_tokens > m
+    {
+        return Err(ApiError::bad_request(format!("`min_tokens` ({min_tokens}) must not exceed `max_tokens` ({m})")));
+    }
+    if let Some(n) = uint(&v, "n")?
+        && n != 1
+    {
+        return Err(ApiError::bad_request("only `n: 1` is supported"));
+    }
+    let include_usage = match v.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(o @ Value::Object(_)) => boolean(o, "include_usage")?,
+        Some(_) => return Err(ApiError::bad_request("`stream_options` must be an object")),
+    };
+    Ok(GenRequest {
+        endpoint,
+        model,
+        texts,
+        max_tokens,
+        min_tokens,
+        ignore_eos: boolean(&v, "ignore_eos")?,
+        stream: boolean(&v, "stream")?,
+        include_usage,
+    })
+}
+
+/// Builds the stream's JSON chunks for one request.
+pub struct Chunks {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub endpoint: Endpoint,
+}
+
+impl Chunks {
+    fn object(&self) -> &'static str {
+        match self.endpoint {
+            Endpoint::Completions => "text_completion",
+            Endpoint::Chat => "chat.completion.chunk",
+        }
+    }
+
+    fn wrap(&self, choices: Value, usage: Option<Value>) -> String {
+        let mut v = json!({"id": self.id, "object": self.object(), "created": self.created, "model": self.model, "choices": choices});
+        if let Some(u) = usage {
+            v["usage"] = u;
+        }
+        format!("data: {v}\n\n")
+    }
+
+    /// The first chunk of a chat stream: the role, no content.
+    pub fn role(&self) -> String {
+        self.wrap(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]), None)
+    }
+
+    /// Generated text, with the finish reason on the last one.
+    pub fn text(&self, text: &str, finish: Option<&str>) -> String {
+        let choice = match self.endpoint {
+            Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+            Endpoint::Chat => {
+                json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": finish})
+            }
+        };
+        self.wrap(json!([choice]), None)
+    }
+
+    pub fn usage(&self, prompt: u64, completion: u64) -> String {
+        self.wrap(json!([]), Some(usage(prompt, completion)))
+    }
+
+    /// The whole response of a non-streaming request.
+    pub fn full(&self, text: &str, finish: &str, prompt: u64, completion: u64) -> Value {
+        let choice = match self.endpoint {
+            Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+            Endpoint::Chat => {
+                json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish})
+            }
+        };
+        let object = match self.endpoint {
+            Endpoint::Completions => "text_completion",
+            Endpoint::Chat => "chat.completion",
+        };
+        json!({"id": self.id, "object": object, "created": self.created, "model": self.model,
+               "choices": [choice], "usage": usage(prompt, completion)})
+    }
+}
+
+fn usage(prompt: u64, completion: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_requests() {
+        let r = parse(Endpoint::Completions, br#"{"model":"m","prompt":"hi","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"min_tokens":5}"#).unwrap();
+        assert_eq!(
+            (r.max_tokens, r.min_tokens, r.stream, r.include_usage, r.ignore_eos),
+            (Some(5), 5, true, true, true)
+        );
+        let r = parse(Endpoint::Chat, br#"{"model":"m","messages":[{"role":"system","content":"a"},{"role":"user","content":[{"type":"text","text":"b"}]}]}"#).unwrap();
+        assert_eq!(r.texts, vec!["a", "b"]);
+        assert_eq!(r.max_tokens, None);
+    }
+
+    #[test]
+    fn invalid_requests_name_the_field() {
+        for (ep, body, needle) in [
+            (Endpoint::Completions, &b"{nope"[..], "invalid JSON"),
+            (Endpoint::Completions, br#"{"prompt":"x"}"#, "`model`"),
+            (Endpoint::Completions, br#"{"model":"m"}"#, "`prompt`"),
+            (Endpoint::Completions, br#"{"model":"m","prompt":3}"#, "`prompt`"),
+            (Endpoint::Completions, br#"{"model":"m","prompt":"x","max_tokens":-1}"#, "`max_tokens`"),
+            (Endpoint::Completions, br#"{"model":"m","prompt":"x","max_tokens":0}"#, "`max_tokens`"),
+            (Endpoint::Completions, br#"{"model":"m","prompt":"x","max_tokens":2,"min_tokens":3}"#, "`min_tokens`"),
+            (Endpoint::Completions, br#"{"model":"m","prompt":"x","stream":"yes"}"#, "`stream`"),
+            (Endpoint::Completions, br#"{"model":"m","prompt":"x","n":2}"#, "`n: 1`"),
+            (Endpoint::Chat, br#"{"model":"m","messages":[]}"#, "`messages`"),
+            (Endpoint::Chat, br#"{"model":"m","messages":[{"role":"wizard","content":"x"}]}"#, "role"),
+            (Endpoint::Chat, br#"{"model":"m","messages":[{"role":"user","content":5}]}"#, "content"),
+        ] {
+            let e = parse(ep, body).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert!(e.message.contains(needle), "{needle}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn chunk_shapes() {
+        let c = Chunks { id: "cmpl-1".into(), created: 1, model: "m".into(), endpoint: Endpoint::Chat };
+        let role: Value = serde_json::from_str(c.role().trim().strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(role["choices"][0]["delta"]["role"], "assistant");
+        let t: Value =
+            serde_json::from_str(c.text(" a", Some("length")).trim().strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(t["choices"][0]["delta"]["content"], " a");
+        assert_eq!(t["choices"][0]["finish_reason"], "length");
+        let u: Value = serde_json::from_str(c.usage(3, 4).trim().strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(u["usage"]["total_tokens"], 7);
+        assert_eq!(u["choices"].as_array().unwrap().len(), 0);
+    }
+}
