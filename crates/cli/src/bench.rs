@@ -41,7 +41,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
             let server_cfg = ServerConfig { seed: plan.load.seed, ..ServerConfig::new(model.clone()) };
             let embedded = Embedded::start(engine.config.clone(), plan.workload.tk.clone(), server_cfg).await?;
             if !plan.output.quiet {
-                eprintln!("embedded engine: {} at {}", engine.describe(), embedded.url());
+                warn!("embedded engine: {} at {}", engine.describe(), embedded.url());
             }
             let client = HttpClient::new(&embedded.url(), None, plan.load.load.pool_size(), plan.timeouts.connect)?;
             let target = Target {
@@ -91,7 +91,7 @@ pub async fn measure(
     let (interrupt, token) = cancel_pair();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: no new requests; in-flight ones get the grace period");
+            warn!("\ninterrupted: no new requests; in-flight ones get the grace period");
             interrupt.cancel();
         }
     });
@@ -112,22 +112,22 @@ pub async fn measure(
         serde_json::to_value(plan.api).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
         load_label(plan),
     );
-    print!("{}", console::render(&title, &summary));
+    say!("{}", console::render(&title, &summary));
     let mut engine_stats = None;
     if let Some((state, eplan)) = engine {
         if let Some(stats) = state.engine().stats().await {
-            print!("{}", console::render_engine(eplan, &stats));
+            say!("{}", console::render_engine(eplan, &stats));
             engine_stats = Some(serde_json::to_value(&stats)?);
         }
         let late = state.engine().late_steps.load(std::sync::atomic::Ordering::Relaxed);
         if late > 0 {
-            println!(
-                "  ! the embedded engine started {late} iterations more than 5 ms late (host CPU busy): its timing is less exact"
+            say!(
+                "  ! the embedded engine started {late} iterations more than 5 ms late (host CPU busy): its timing is less exact\n"
             );
         }
     }
     if outcome.stop == StopReason::MaxErrors {
-        println!("  stopped early: --max-errors reached");
+        say!("  stopped early: --max-errors reached\n");
     }
 
     let run = Run {
@@ -142,11 +142,7 @@ pub async fn measure(
     };
     if let Some(path) = &plan.output.out {
         write_doc(path, vec![run], None)?;
-        println!(
-            "  results      {}{}",
-            path.display(),
-            jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default()
-        );
+        say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
     }
     let code = match outcome.stop {
         StopReason::MaxErrors => Outcome::Failed,

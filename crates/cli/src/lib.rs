@@ -4,6 +4,22 @@
 //! succeeded, `--max-errors` stopped the run, or the target could not be used; 2 invalid usage
 //! (one line naming the flag or file); 130 interrupted with Ctrl-C (results are still written).
 
+/// Prints to stdout, ignoring a closed pipe (`goodput … | head` must not panic).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// Prints to stderr, ignoring errors.
+macro_rules! warn {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 pub mod args;
 pub mod bench;
 pub mod console;
@@ -34,7 +50,7 @@ pub fn main() -> i32 {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("goodput: cannot start the async runtime: {e}");
+            warn!("goodput: cannot start the async runtime: {e}");
             return 1;
         }
     };
@@ -51,10 +67,10 @@ pub fn main() -> i32 {
         Ok(Outcome::Interrupted) => 130,
         Err(e) => {
             if let Some(u) = e.downcast_ref::<plan::UsageError>() {
-                eprintln!("goodput: {u}");
+                warn!("goodput: {u}");
                 2
             } else {
-                eprintln!("goodput: {e:#}");
+                warn!("goodput: {e:#}");
                 1
             }
         }

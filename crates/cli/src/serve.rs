@@ -26,8 +26,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
         tk,
         ServerConfig { max_body_bytes: args.max_body_bytes, seed: args.seed, ..ServerConfig::new(&name) },
     );
-    println!("goodput serve · {}", plan.describe());
-    println!("  OpenAI API at http://{local}/v1 (model `{name}`) · /health · /metrics · Ctrl-C stops");
+    say!("goodput serve · {}\n", plan.describe());
+    say!("  OpenAI API at http://{local}/v1 (model `{name}`) · /health · /metrics · Ctrl-C stops\n");
     serve(listener, state, async {
         let _ = tokio::signal::ctrl_c().await;
     })

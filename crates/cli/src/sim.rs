@@ -41,8 +41,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<Outcome> {
         out.end_s,
         wall
     );
-    print!("{}", console::render(&title, &summary));
-    print!("{}", console::render_engine(&plan.engine, &out.stats));
+    say!("{}", console::render(&title, &summary));
+    say!("{}", console::render_engine(&plan.engine, &out.stats));
     let model = plan.engine.config.model.name.clone();
     let run = Run {
         name: None,
@@ -61,7 +61,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<Outcome> {
     };
     if let Some(path) = &plan.output.out {
         write_doc(path, vec![run], None)?;
-        println!("  results      {}", path.display());
+        say!("  results      {}\n", path.display());
     }
     Ok(if summary.completed == 0 { Outcome::Failed } else { Outcome::Ok })
 }

@@ -1,0 +1,78 @@
+//! `bench` against `serve` and the embedded engine, and `sim`, with the same workload and seed:
+//! mean TTFT and TPOT agree within 5%. Its own test binary, so nothing else runs beside it.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts `goodput serve` on a free port and waits until it answers.
+fn serve(extra: &[&str]) -> (Killed, String) {
+    let port = free_port();
+    let child = bin()
+        .args(["serve", "--port", &port.to_string()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "goodput serve did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Killed(child), url)
+}
+
+fn mean(doc: &serde_json::Value, metric: &str) -> f64 {
+    doc["runs"][0]["summary"][metric]["mean"].as_f64().unwrap()
+}
+
+#[test]
+fn bench_serve_and_sim_agree_on_the_same_workload() {
+    let dir = temp_dir("agree");
+    let workload =
+        ["--rate", "5", "--requests", "40", "--input-tokens", "2048", "--output-tokens", "48", "--seed", "3"];
+    let run_to = |name: &str, args: &[&str]| {
+        let out = dir.join(name);
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend_from_slice(&workload);
+        a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
+        let o = run(&a, Duration::from_secs(120));
+        assert_eq!(o.status.code(), Some(0), "{a:?}: {}", text(&o.stderr));
+        load_valid(&out)
+    };
+    let sim = run_to("sim.json", &["sim"]);
+    let embedded = run_to("embedded.json", &["bench"]);
+    let (_server, url) = serve(&[]);
+    let served = run_to("served.json", &["bench", "--url", &url]);
+
+    assert_eq!(sim["runs"][0]["target"]["kind"], "sim");
+    assert_eq!(embedded["runs"][0]["target"]["kind"], "embedded");
+    assert_eq!(embedded["runs"][0]["target"]["engine"]["config"]["gpu"]["name"], "h100");
+    assert_eq!(served["runs"][0]["target"]["kind"], "url");
+    for (name, doc) in [("embedded", &embedded), ("served", &served)] {
+        for metric in ["ttft_ms", "tpot_ms"] {
+            let (m, s) = (mean(doc, metric), mean(&sim, metric));
+            assert!((m / s - 1.0).abs() <= 0.05, "{name} {metric}: measured {m:.2} vs simulated {s:.2} (over 5%)");
+        }
+        assert_eq!(doc["runs"][0]["summary"]["completed"], 40);
+    }
+    assert!(sim["runs"][0]["engine_stats"]["steps"].as_u64().unwrap() > 40);
+}

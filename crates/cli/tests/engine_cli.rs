@@ -1,0 +1,64 @@
+//! The engine model from the command line: `bench` with no URL, `serve`, `sim`, and their
+//! agreement on the same workload.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn bench_without_url_runs_the_embedded_engine() {
+    let o = run(&["bench", "--requests", "24", "--concurrency", "8", "-q"], Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("embedded engine") && out.contains("TTFT") && out.contains("engine model"), "{out}");
+}
+
+#[test]
+fn impossible_engines_and_unknown_names_exit_2() {
+    let o = run(&["sim", "--model", "llama-2-70b"], Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        "goodput: llama-2-70b in bf16 needs 138 GB of weights; one h100 offers 72 GB at 0.9 utilization: use --tp 2 or more, or --dtype fp8"
+    );
+    let o = run(&["bench", "--gpu", "tpu-v9"], Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("tpu-v9") && e.contains("a100, b200, h100, h200, l40s, mi300x"), "{e}");
+    let o = run(&["serve", "--model", "gpt-5"], Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("llama-3.1-8b"));
+}
+
+#[test]
+fn sim_reports_engine_statistics() {
+    let dir = temp_dir("sim");
+    let out = dir.join("s.json");
+    let o = run(
+        &[
+            "sim",
+            "--rate",
+            "inf",
+            "--requests",
+            "2000",
+            "--input-tokens",
+            "200",
+            "--output-tokens",
+            "200",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    for needle in ["mean running", "compute-bound", "kv cache", "preemptions"] {
+        assert!(stdout.contains(needle), "missing {needle}: {stdout}");
+    }
+    let doc = load_valid(&out);
+    let stats = &doc["runs"][0]["engine_stats"];
+    assert!(stats["mean_running"].as_f64().unwrap() > 200.0, "all at once fills the batch");
+    assert_eq!(doc["runs"][0]["summary"]["completed"], 2000);
+}
