@@ -174,21 +174,67 @@ pub enum ApiArg {
 /// How much load, for how long.
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Closed loop: N users, each sending its next request when the previous one ends.
-    #[arg(long, value_name = "N", conflicts_with = "rate")]
+    /// Load profile (default: concurrent with --concurrency, poisson with --rate, throughput with
+    /// --rate inf, else concurrent 16 users).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileArg>,
+
+    /// Users for `concurrent` (closed loop: each sends its next request when the previous ends).
+    #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
 
-    /// Open loop: Poisson arrivals at R requests per second (`inf`: all at once).
+    /// Requests per second for `constant`, `poisson`, `gamma`, and the end rate of `ramp`
+    /// (`inf`: the `throughput` profile).
     #[arg(long, value_name = "R")]
     pub rate: Option<String>,
 
-    /// Stop after this many requests.
+    /// `ramp`: the rate at the start (default 0).
+    #[arg(long, value_name = "R")]
+    pub rate_start: Option<f64>,
+
+    /// `ramp`: how long the rate takes to rise (default: --duration).
+    #[arg(long, value_name = "DURATION")]
+    pub ramp_duration: Option<String>,
+
+    /// `gamma`: shape of the inter-arrival times as vLLM's --burstiness (1 is Poisson; below 1
+    /// burstier; the coefficient of variation is 1/√B).
+    #[arg(long, value_name = "B")]
+    pub burstiness: Option<f64>,
+
+    /// Open-loop profiles: most requests in flight; an arrival over the cap waits for a slot
+    /// (counted as client queue time), it is never dropped.
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<usize>,
+
+    /// `sweep`: rates measured between the synchronous and the throughput stages (default 5).
+    #[arg(long, value_name = "K")]
+    pub sweep_points: Option<u32>,
+
+    /// `replay`: multiply the dataset's arrival times by F (0.5 = twice as fast).
+    #[arg(long, value_name = "F")]
+    pub time_scale: Option<f64>,
+
+    /// Pause between a user's requests (turns of a session; sessions of a closed-loop user):
+    /// 2s, 500ms, uniform:A..B, exp:MEAN, normal:MEAN,STD.
+    #[arg(long, value_name = "DIST")]
+    pub think_time: Option<String>,
+
+    /// Stop after this many requests (per stage for `sweep`; default 100 unless --duration).
     #[arg(long, value_name = "N")]
     pub requests: Option<u64>,
 
-    /// Stop sending after this long (e.g. 30s, 5m); in-flight requests finish.
+    /// Stop sending after this long (e.g. 30s, 5m); in-flight requests finish. Per stage for
+    /// `sweep` (default 30s there).
     #[arg(long, value_name = "DURATION")]
     pub duration: Option<String>,
+
+    /// Leave the start out of the summary: a duration (30s) or a number of requests (20).
+    #[arg(long, value_name = "DURATION|N")]
+    pub warmup: Option<String>,
+
+    /// Leave the end out of the summary: a duration (30s) or a number of requests (20).
+    #[arg(long, value_name = "DURATION|N")]
+    pub cooldown: Option<String>,
 
     /// Stop the run once this many requests have failed (exit code 1).
     #[arg(long, value_name = "N")]
@@ -198,21 +244,69 @@ pub struct LoadArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s")]
     pub grace: String,
 
-    /// Seed for arrivals, lengths and prompt text.
+    /// Write every request's arrival time, lengths and prompt as JSONL (replay it with
+    /// --dataset jsonl:FILE --profile replay).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub export_schedule: Option<PathBuf>,
+
+    /// Seed for arrivals, lengths, prompt text and think times.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    /// One request at a time.
+    Synchronous,
+    /// N closed-loop users (--concurrency), optional --think-time.
+    Concurrent,
+    /// Evenly spaced arrivals at --rate.
+    Constant,
+    /// Poisson arrivals at --rate.
+    Poisson,
+    /// Gamma inter-arrival times at --rate with --burstiness.
+    Gamma,
+    /// Everything at once, bounded by --max-concurrency.
+    Throughput,
+    /// Rate rising linearly from --rate-start to --rate over --ramp-duration.
+    Ramp,
+    /// Synchronous, then throughput, then --sweep-points constant rates between them.
+    Sweep,
+    /// Arrival times from the dataset, scaled by --time-scale.
+    Replay,
 }
 
 /// What each request contains.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
+    /// Where prompts come from: synthetic, sharegpt:PATH, jsonl:PATH, azure:PATH, mooncake:PATH.
+    #[arg(long, value_name = "KIND:PATH")]
+    pub dataset: Option<String>,
+
     /// Prompt length in tokens: N, uniform:A..B, normal:MEAN,STD, lognormal:MEAN,STD, file:PATH.
     #[arg(long, value_name = "DIST", default_value = "512")]
     pub input_tokens: String,
 
-    /// Requested output length (max_tokens), same forms as --input-tokens.
+    /// Requested output length (max_tokens) when the dataset gives none, same forms.
     #[arg(long, value_name = "DIST", default_value = "128")]
     pub output_tokens: String,
+
+    /// Multi-turn sessions: each turn resends the conversation so far plus a new user message.
+    #[arg(long)]
+    pub sessions: bool,
+
+    /// Turns per session: N (synthetic; ShareGPT keeps up to N) or `all` (whole ShareGPT
+    /// conversations). Implies --sessions when above 1.
+    #[arg(long, value_name = "N|all")]
+    pub turns: Option<String>,
+
+    /// Shared system prompts: requests are spread over G groups, each with its own prompt.
+    #[arg(long, value_name = "G")]
+    pub prefix_groups: Option<u32>,
+
+    /// Length of each group's shared system prompt in tokens.
+    #[arg(long, value_name = "P")]
+    pub prefix_tokens: Option<u32>,
 
     /// A Hugging Face tokenizer.json for prompts and counting (default: built-in cl100k_base).
     #[arg(long, value_name = "PATH")]

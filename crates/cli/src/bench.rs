@@ -1,4 +1,4 @@
-//! `goodput bench`: measure a server.
+//! `goodput bench`: measure a server (or the embedded engine model), one stage or a sweep.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,66 +6,95 @@ use std::time::Duration;
 use anyhow::Context;
 use goodput_client::{Endpoint, HttpClient, RunConfig, StopReason, cancel_pair};
 use goodput_metrics::result::{Run, Target};
-use goodput_metrics::{Summary, SummaryOptions, summarize};
-use goodput_server::{AppState, Embedded, ServerConfig};
+use goodput_server::{Embedded, ServerConfig};
 use goodput_workload::Workload;
 
 use crate::Outcome;
 use crate::args::BenchArgs;
 use crate::console;
-use crate::plan::{BenchPlan, EnginePlan, TargetPlan};
+use crate::plan::{BenchPlan, TargetPlan};
 use crate::report::{LiveLog, write_doc};
+use crate::stages::{self, Stage, StageResult};
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
     let mut plan = BenchPlan::from_args(&args)?;
-    match plan.target.clone() {
-        TargetPlan::Url { url } => {
-            let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
-            let client = HttpClient::new(&url, key.as_deref(), plan.load.load.pool_size(), plan.timeouts.connect)?;
-            let model = match &plan.model {
-                Some(m) => m.clone(),
-                None => {
-                    let ids =
-                        client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
-                    ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
-                }
-            };
-            plan.model = Some(model.clone());
-            let target = Target { kind: "url".into(), url: Some(url), model: Some(model.clone()), engine: None };
-            let (outcome, _) = measure(&plan, client, target, model, None).await?;
-            Ok(outcome)
-        }
-        TargetPlan::Embedded { engine } => {
-            let model = engine.config.model.name.clone();
-            plan.model = Some(model.clone());
-            let server_cfg = ServerConfig { seed: plan.load.seed, ..ServerConfig::new(model.clone()) };
-            let embedded = Embedded::start(engine.config.clone(), plan.workload.tk.clone(), server_cfg).await?;
-            if !plan.output.quiet {
-                warn!("embedded engine: {} at {}", engine.describe(), embedded.url());
+    // With a URL, pick the model once; the embedded engine serves its catalog name.
+    let model = match &plan.target {
+        TargetPlan::Url { url } => match &plan.model {
+            Some(m) => m.clone(),
+            None => {
+                let client = HttpClient::new(url, None, 1, plan.timeouts.connect)?;
+                let ids = client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
+                ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
             }
-            let client = HttpClient::new(&embedded.url(), None, plan.load.load.pool_size(), plan.timeouts.connect)?;
-            let target = Target {
-                kind: "embedded".into(),
-                url: Some(embedded.url()),
-                model: Some(model.clone()),
-                engine: Some(serde_json::to_value(&*engine)?),
-            };
-            let state = embedded.state.clone();
-            let (outcome, _) = measure(&plan, client, target, model, Some((&state, &engine))).await?;
-            embedded.shutdown().await;
-            Ok(outcome)
+        },
+        TargetPlan::Embedded { engine } => engine.config.model.name.clone(),
+    };
+    plan.model = Some(model.clone());
+
+    // Ctrl-C: stop sending, let in-flight requests finish within the grace period, keep results.
+    let (interrupt, token) = cancel_pair();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            warn!("\ninterrupted: no new requests; in-flight ones get the grace period");
+            interrupt.cancel();
         }
+    });
+
+    let sweep = plan.load.sweep_points.is_some();
+    let mut first = true;
+    let results = stages::run_stages(&plan.load, |stage| {
+        let append = !std::mem::replace(&mut first, false);
+        run_stage(&plan, &model, stage, token.clone(), append, sweep)
+    })
+    .await?;
+    if sweep {
+        say!("{}", console::render_sweep(&results.iter().map(|r| &r.run).collect::<Vec<_>>()));
     }
+    if let Some(path) = &plan.output.out {
+        write_doc(path, results.iter().map(|r| r.run.clone()).collect(), None)?;
+        let jsonl = plan.output.jsonl_path();
+        say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
+    }
+    Ok(stages::outcome(&results))
 }
 
-/// Runs a validated plan against a reachable endpoint, writes the results, prints the report.
-pub async fn measure(
+/// One stage against the target (a fresh embedded engine per stage, so its statistics are the
+/// stage's own).
+async fn run_stage(
     plan: &BenchPlan,
-    client: HttpClient,
-    target: Target,
-    model: String,
-    engine: Option<(&AppState, &EnginePlan)>,
-) -> anyhow::Result<(Outcome, Summary)> {
+    model: &str,
+    stage: Stage,
+    interrupt: goodput_client::Cancel,
+    append: bool,
+    sweep: bool,
+) -> anyhow::Result<StageResult> {
+    let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
+    let pool = stage.load.pool_size();
+    let (client, target, embedded) = match &plan.target {
+        TargetPlan::Url { url } => {
+            let client = HttpClient::new(url, key.as_deref(), pool, plan.timeouts.connect)?;
+            let target =
+                Target { kind: "url".into(), url: Some(url.clone()), model: Some(model.to_string()), engine: None };
+            (client, target, None)
+        }
+        TargetPlan::Embedded { engine } => {
+            // the embedded engine yields the CPU to the load generator when both want it
+            let server_cfg = ServerConfig { seed: stage.seed, nice: 10, ..ServerConfig::new(model) };
+            let e = Embedded::start(engine.config.clone(), plan.workload.tk.clone(), server_cfg).await?;
+            if !plan.output.quiet && !append {
+                warn!("embedded engine: {} at {}", engine.describe(), e.url());
+            }
+            let client = HttpClient::new(&e.url(), None, pool, plan.timeouts.connect)?;
+            let target = Target {
+                kind: "embedded".into(),
+                url: Some(e.url()),
+                model: Some(model.to_string()),
+                engine: Some(serde_json::to_value(&**engine)?),
+            };
+            (client, target, Some(e))
+        }
+    };
     let ep = Endpoint {
         client,
         api: plan.api,
@@ -74,97 +103,85 @@ pub async fn measure(
         clock: goodput_client::Clock::start(),
     };
     let cfg = RunConfig {
-        load: plan.load.load.clone(),
+        load: stage.load.clone(),
         requests: plan.load.requests,
         duration: plan.load.duration,
         max_errors: plan.load.max_errors,
         grace: Some(plan.load.grace),
-        model,
+        model: model.to_string(),
         ignore_eos: plan.ignore_eos,
         extra_body: plan.extra_body.clone(),
-        seed: plan.load.seed,
+        seed: stage.seed,
     };
-    let workload = Workload::new(plan.workload.spec.clone(), plan.workload.tk.clone())?;
+    let mut spec = plan.workload.spec.clone();
+    spec.seed = stage.seed;
+    let workload = Workload::new(spec, plan.workload.tk.clone())?;
     let jsonl = plan.output.jsonl_path();
-    let log = Arc::new(LiveLog::new(jsonl.as_deref(), plan.load.requests, plan.output.quiet)?);
-
-    let (interrupt, token) = cancel_pair();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            warn!("\ninterrupted: no new requests; in-flight ones get the grace period");
-            interrupt.cancel();
-        }
-    });
-    let outcome = goodput_client::run(ep, cfg, workload, token, log.clone()).await;
+    let log = Arc::new(LiveLog::new(
+        jsonl.as_deref(),
+        plan.load.export_schedule.as_deref(),
+        stage.name.clone(),
+        append,
+        plan.load.requests,
+        plan.output.quiet,
+    )?);
+    let outcome = goodput_client::run(ep, cfg, workload, interrupt, log.clone()).await;
     log.bar.finish_and_clear();
 
-    let opts = SummaryOptions {
-        percentiles: plan.output.percentiles,
-        offered_rate: plan.load.offered_rate(),
-        expect_exact_output: plan.ignore_eos,
-        ..SummaryOptions::new()
-    };
-    let summary = summarize(&outcome.records, &opts);
-    let title = format!(
-        "goodput bench · {} · model {} · {} · {}",
-        if target.kind == "embedded" { "embedded engine" } else { target.url.as_deref().unwrap_or(&target.kind) },
-        target.model.as_deref().unwrap_or("-"),
-        serde_json::to_value(plan.api).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
-        load_label(plan),
-    );
-    say!("{}", console::render(&title, &summary));
+    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos);
+    let (summary, summary_full) = stages::summaries(&outcome.records, &opts);
     let mut engine_stats = None;
-    if let Some((state, eplan)) = engine {
-        if let Some(stats) = state.engine().stats().await {
-            say!("{}", console::render_engine(eplan, &stats));
+    let mut engine_block = String::new();
+    if let (Some(e), TargetPlan::Embedded { engine }) = (&embedded, &plan.target) {
+        if let Some(stats) = e.state.engine().stats().await {
+            engine_block = console::render_engine(engine, &stats);
             engine_stats = Some(serde_json::to_value(&stats)?);
         }
-        let late = state.engine().late_steps.load(std::sync::atomic::Ordering::Relaxed);
+        let late = e.state.engine().late_steps.load(std::sync::atomic::Ordering::Relaxed);
         if late > 0 {
-            say!(
+            engine_block.push_str(&format!(
                 "  ! the embedded engine started {late} iterations more than 5 ms late (host CPU busy): its timing is less exact\n"
-            );
+            ));
         }
+    }
+    if let Some(e) = embedded {
+        e.shutdown().await;
+    }
+    let target_label =
+        if target.kind == "embedded" { "embedded engine".to_string() } else { target.url.clone().unwrap_or_default() };
+    let api = serde_json::to_value(plan.api).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    if sweep {
+        say!("{}\n", console::stage_line(stage.name.as_deref().unwrap_or("-"), &summary));
+    } else {
+        let title = format!(
+            "goodput bench · {target_label} · model {model} · {api} · {}{}",
+            stages::describe(&stage.load),
+            bounds(plan)
+        );
+        say!("{}", console::render(&title, &summary));
+        say!("{}", engine_block);
     }
     if outcome.stop == StopReason::MaxErrors {
         say!("  stopped early: --max-errors reached\n");
     }
-
     let run = Run {
-        name: None,
+        name: stage.name,
         plan: serde_json::to_value(plan)?,
         target,
         interrupted: outcome.interrupted,
-        summary: summary.clone(),
-        summary_full: None,
+        summary,
+        summary_full,
         engine_stats,
         requests: outcome.records,
     };
-    if let Some(path) = &plan.output.out {
-        write_doc(path, vec![run], None)?;
-        say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
-    }
-    let code = match outcome.stop {
-        StopReason::MaxErrors => Outcome::Failed,
-        StopReason::Interrupted => Outcome::Interrupted,
-        _ if summary.completed == 0 => Outcome::Failed,
-        _ => Outcome::Ok,
-    };
-    Ok((code, summary))
+    Ok(StageResult { run, stop: outcome.stop })
 }
 
-fn load_label(plan: &BenchPlan) -> String {
-    use goodput_client::Load;
-    let load = match &plan.load.load {
-        Load::Closed { concurrency, .. } => format!("concurrency {concurrency}"),
-        Load::Open { arrivals, .. } => match arrivals.rate() {
-            Some(r) => format!("rate {r} req/s"),
-            None => "all at once".into(),
-        },
-    };
+fn bounds(plan: &BenchPlan) -> String {
     match (plan.load.requests, plan.load.duration) {
-        (Some(n), _) => format!("{load} · {n} requests"),
-        (None, Some(d)) => format!("{load} · {:.0} s", d.as_secs_f64()),
-        _ => load,
+        (Some(n), Some(d)) => format!(" · {n} requests or {:.0} s", d.as_secs_f64()),
+        (Some(n), None) => format!(" · {n} requests"),
+        (None, Some(d)) => format!(" · {:.0} s", d.as_secs_f64()),
+        (None, None) => String::new(),
     }
 }

@@ -49,6 +49,10 @@ pub fn render(title: &str, s: &Summary) -> String {
     if differs(&s.ttft_ms, &s.ttft_sched_ms) {
         row(&mut o, "TTFT (sched)", &s.ttft_sched_ms);
     }
+    if let (Some(first), Some(later)) = (&s.ttft_first_turn_ms, &s.ttft_later_turns_ms) {
+        row(&mut o, "TTFT turn 1", first);
+        row(&mut o, "TTFT turns 2+", later);
+    }
     row(&mut o, "TPOT", &s.tpot_ms);
     row(&mut o, "ITL", &s.itl_ms);
     row(&mut o, "E2E", &s.e2e_ms);
@@ -98,6 +102,50 @@ pub fn render(title: &str, s: &Summary) -> String {
         for w in &s.warnings {
             let _ = writeln!(o, "  ! {}", w.message);
         }
+    }
+    o
+}
+
+/// One line per finished sweep stage.
+pub fn stage_line(name: &str, s: &Summary) -> String {
+    format!(
+        "  stage {name:<18} {:>8.2} req/s · TTFT p50 {} ms p99 {} ms · TPOT p50 {} ms · {} ok, {} failed{}",
+        s.request_throughput,
+        cell(s.ttft_ms.p50),
+        cell(s.ttft_ms.p99),
+        cell(s.tpot_ms.p50),
+        s.completed,
+        s.failed,
+        if s.verdict == Verdict::ClientBound { " · CLIENT-BOUND" } else { "" }
+    )
+}
+
+/// The sweep's stages side by side.
+pub fn render_sweep(runs: &[&goodput_metrics::result::Run]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nsweep\n  {:<18}{:>10}{:>10}{:>11}{:>11}{:>11}{:>11}{:>12}{:>8}",
+        "stage", "offered", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "out tok/s", "client"
+    );
+    for r in runs {
+        let s = &r.summary;
+        let _ = writeln!(
+            o,
+            "  {:<18}{:>10}{:>10.2}{:>11}{:>11}{:>11}{:>11}{:>12.1}{:>8}",
+            r.name.as_deref().unwrap_or("-"),
+            s.offered_rate.map_or("-".into(), |x| format!("{x:.2}")),
+            s.request_throughput,
+            cell(s.ttft_ms.p50),
+            cell(s.ttft_ms.p99),
+            cell(s.tpot_ms.p50),
+            cell(s.tpot_ms.p99),
+            s.output_throughput,
+            match s.verdict {
+                Verdict::Ok => "ok",
+                Verdict::ClientBound => "BOUND",
+            }
+        );
     }
     o
 }

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod report;
 pub mod serve;
 pub mod sim;
+pub mod stages;
 
 use clap::Parser;
 
@@ -47,7 +48,12 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // The load generator's workers get precedence over anything else on the machine (best effort).
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if !matches!(cli.command, args::Command::Serve(_)) {
+        builder.on_thread_start(goodput_client::priority::worker);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             warn!("goodput: cannot start the async runtime: {e}");
@@ -58,7 +64,7 @@ pub fn main() -> i32 {
         match cli.command {
             args::Command::Bench(a) => bench::run(a).await,
             args::Command::Serve(a) => serve::run(a).await,
-            args::Command::Sim(a) => sim::run(a),
+            args::Command::Sim(a) => sim::run(a).await,
         }
     });
     match result {

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use goodput_client::{Api, Load, Timeouts};
 use goodput_engine::{Catalog, Dtype, EngineConfig, MemoryPlan};
-use goodput_metrics::PercentileMethod;
+use std::sync::Arc;
+
+use goodput_metrics::{Edge, PercentileMethod};
 use goodput_tokenizer::Tokenizer;
-use goodput_workload::{Arrivals, Dataset, LengthDist, WorkloadSpec};
+use goodput_workload::{Arrivals, Dataset, DatasetKind, LengthDist, Source, ThinkTime, Turns, WorkloadSpec};
 use serde::Serialize;
 
 use crate::args::{
@@ -61,16 +63,46 @@ fn positive_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
     Ok(d)
 }
 
+/// Which load profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    Synchronous,
+    Concurrent,
+    Constant,
+    Poisson,
+    Gamma,
+    Throughput,
+    Ramp,
+    Sweep,
+    Replay,
+}
+
 /// The load part of a plan.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoadPlan {
+    pub profile: Profile,
+    /// The load of a single-stage run (a sweep derives its stages from measurements).
     pub load: Load,
+    /// `sweep`: rates between the synchronous and throughput stages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_points: Option<u32>,
+    /// `sweep`: the cap applied to the throughput and rate stages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<usize>,
+    /// Per stage for a sweep.
     pub requests: Option<u64>,
     #[serde(serialize_with = "opt_secs")]
     pub duration: Option<Duration>,
+    pub warmup: Edge,
+    pub cooldown: Edge,
     pub max_errors: Option<u64>,
     #[serde(serialize_with = "secs")]
     pub grace: Duration,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export_schedule: Option<std::path::PathBuf>,
+    /// Pause between turns (and, for closed loops, between sessions).
+    pub think_time: ThinkTime,
     pub seed: u64,
 }
 
@@ -85,30 +117,174 @@ fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S
     }
 }
 
+/// `30s` (a duration) or `20` (requests).
+fn edge(flag: &str, v: &Option<String>) -> Result<Edge, UsageError> {
+    match v.as_deref().map(str::trim) {
+        None => Ok(Edge::None),
+        Some(t) if t.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty() => {
+            Ok(Edge::Requests(t.parse().map_err(|_| usage(flag, format!("`{t}` is too large")))?))
+        }
+        Some(t) => match parse_duration(flag, t) {
+            Ok(d) => Ok(Edge::Seconds(d.as_secs_f64())),
+            Err(_) => Err(usage(flag, format!("`{t}`: expected a duration (30s) or a number of requests (20)"))),
+        },
+    }
+}
+
+fn rate(flag: &str, r: &str) -> Result<f64, UsageError> {
+    match r.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(usage(flag, format!("`{r}` is not a positive number of requests per second"))),
+    }
+}
+
 impl LoadPlan {
-    pub fn from_args(a: &LoadArgs) -> Result<Self, UsageError> {
-        let load = match (a.concurrency, &a.rate) {
-            (Some(0), _) => return Err(usage("--concurrency", "must be at least 1")),
-            (Some(n), _) => Load::Closed { concurrency: n, think_s: 0.0 },
-            (None, Some(r)) => Load::Open { arrivals: parse_rate(r)?, max_concurrency: None },
-            (None, None) => Load::Closed { concurrency: 16, think_s: 0.0 },
+    pub fn from_args(a: &LoadArgs, dataset_has_times: bool) -> Result<Self, UsageError> {
+        use crate::args::ProfileArg as P;
+        let inf = a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"));
+        let profile = match a.profile {
+            Some(P::Synchronous) => Profile::Synchronous,
+            Some(P::Concurrent) => Profile::Concurrent,
+            Some(P::Constant) => Profile::Constant,
+            Some(P::Poisson) => Profile::Poisson,
+            Some(P::Gamma) => Profile::Gamma,
+            Some(P::Throughput) => Profile::Throughput,
+            Some(P::Ramp) => Profile::Ramp,
+            Some(P::Sweep) => Profile::Sweep,
+            Some(P::Replay) => Profile::Replay,
+            None => match (a.concurrency, &a.rate) {
+                (Some(_), Some(_)) => {
+                    return Err(usage("--rate", "give --concurrency (closed loop) or --rate (open loop), not both"));
+                }
+                (None, Some(_)) if inf => Profile::Throughput,
+                (None, Some(_)) => Profile::Poisson,
+                _ => Profile::Concurrent,
+            },
         };
+        let name = format!("{profile:?}").to_lowercase();
+        let not_for = |flag: &str| usage(flag, format!("does not apply to the {name} profile"));
+        let think: ThinkTime = match &a.think_time {
+            Some(t) => t.parse().map_err(|m| usage("--think-time", m))?,
+            None => ThinkTime::default(),
+        };
+        let open = !matches!(profile, Profile::Synchronous | Profile::Concurrent);
+        if a.concurrency.is_some() && !matches!(profile, Profile::Concurrent) {
+            return Err(not_for("--concurrency"));
+        }
+        if a.max_concurrency.is_some() && !open {
+            return Err(usage("--max-concurrency", "applies to open-loop profiles; closed loops have --concurrency"));
+        }
+        if a.max_concurrency == Some(0) {
+            return Err(usage("--max-concurrency", "must be at least 1"));
+        }
+        let needs_rate = matches!(profile, Profile::Constant | Profile::Poisson | Profile::Gamma | Profile::Ramp);
+        if a.rate.is_some() && !needs_rate && !(profile == Profile::Throughput && inf) {
+            return Err(not_for("--rate"));
+        }
+        if a.burstiness.is_some() && profile != Profile::Gamma {
+            return Err(not_for("--burstiness"));
+        }
+        if (a.rate_start.is_some() || a.ramp_duration.is_some()) && profile != Profile::Ramp {
+            return Err(not_for(if a.rate_start.is_some() { "--rate-start" } else { "--ramp-duration" }));
+        }
+        if a.sweep_points.is_some() && profile != Profile::Sweep {
+            return Err(not_for("--sweep-points"));
+        }
+        if a.time_scale.is_some() && profile != Profile::Replay {
+            return Err(not_for("--time-scale"));
+        }
         let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
+        let the_rate = || -> Result<f64, UsageError> {
+            match &a.rate {
+                Some(r) if !inf => rate("--rate", r),
+                _ => Err(usage("--rate", format!("the {name} profile needs --rate R (requests per second)"))),
+            }
+        };
+        let open_load = |arrivals| Load::Open { arrivals, max_concurrency: a.max_concurrency };
+        let load = match profile {
+            Profile::Synchronous => Load::Closed { concurrency: 1, think: think.clone() },
+            Profile::Concurrent => match a.concurrency {
+                Some(0) => return Err(usage("--concurrency", "must be at least 1")),
+                n => Load::Closed { concurrency: n.unwrap_or(16), think: think.clone() },
+            },
+            Profile::Constant => open_load(Arrivals::Constant { rate: the_rate()? }),
+            Profile::Poisson => open_load(Arrivals::Poisson { rate: the_rate()? }),
+            Profile::Gamma => {
+                let b = a.burstiness.ok_or_else(|| usage("--burstiness", "the gamma profile needs --burstiness B"))?;
+                if !(b.is_finite() && b > 0.0) {
+                    return Err(usage("--burstiness", format!("{b} must be positive")));
+                }
+                open_load(Arrivals::Gamma { rate: the_rate()?, burstiness: b })
+            }
+            Profile::Throughput | Profile::Sweep => open_load(Arrivals::AllAtOnce),
+            Profile::Ramp => {
+                let to = the_rate()?;
+                let from = a.rate_start.unwrap_or(0.0);
+                if !(from.is_finite() && from >= 0.0) {
+                    return Err(usage("--rate-start", format!("{from} must be zero or positive")));
+                }
+                let over = match (&a.ramp_duration, duration) {
+                    (Some(d), _) => positive_duration("--ramp-duration", d)?,
+                    (None, Some(d)) => d,
+                    (None, None) => {
+                        return Err(usage("--ramp-duration", "the ramp profile needs --ramp-duration or --duration"));
+                    }
+                };
+                open_load(Arrivals::Ramp { from, to, over_s: over.as_secs_f64() })
+            }
+            Profile::Replay => {
+                if !dataset_has_times {
+                    return Err(usage(
+                        "--profile",
+                        "replay needs arrival times: --dataset azure:PATH, mooncake:PATH, or jsonl:PATH with `timestamp`",
+                    ));
+                }
+                let f = a.time_scale.unwrap_or(1.0);
+                if !(f.is_finite() && f > 0.0) {
+                    return Err(usage("--time-scale", format!("{f} must be positive")));
+                }
+                open_load(Arrivals::Replay { time_scale: f })
+            }
+        };
+        let sweep = profile == Profile::Sweep;
         let requests = match (a.requests, duration) {
             (Some(0), _) => return Err(usage("--requests", "must be at least 1")),
             (Some(n), _) => Some(n),
-            (None, Some(_)) => None,
-            (None, None) => Some(100),
+            (None, Some(_)) if !sweep => None,
+            // a replay runs the whole trace unless told otherwise
+            (None, None) if profile == Profile::Replay => None,
+            _ => Some(100),
         };
+        // every sweep stage is bounded in time as well as in requests
+        let duration = if sweep { Some(duration.unwrap_or(Duration::from_secs(30))) } else { duration };
         if a.max_errors == Some(0) {
             return Err(usage("--max-errors", "must be at least 1"));
         }
+        let points = if sweep {
+            match a.sweep_points.unwrap_or(5) {
+                0 => return Err(usage("--sweep-points", "must be at least 1")),
+                k if k > 50 => return Err(usage("--sweep-points", "at most 50 stages")),
+                k => Some(k),
+            }
+        } else {
+            None
+        };
+        if sweep && a.export_schedule.is_some() {
+            return Err(usage("--export-schedule", "exports one stage's schedule: not with the sweep profile"));
+        }
         Ok(LoadPlan {
+            profile,
             load,
+            sweep_points: points,
+            max_concurrency: a.max_concurrency,
             requests,
             duration,
+            warmup: edge("--warmup", &a.warmup)?,
+            cooldown: edge("--cooldown", &a.cooldown)?,
             max_errors: a.max_errors,
             grace: parse_duration("--grace", &a.grace)?,
+            export_schedule: a.export_schedule.clone(),
+            think_time: think,
             seed: a.seed,
         })
     }
@@ -119,17 +295,17 @@ impl LoadPlan {
     }
 }
 
-fn parse_rate(r: &str) -> Result<Arrivals, UsageError> {
-    if r.trim().eq_ignore_ascii_case("inf") {
-        return Ok(Arrivals::AllAtOnce);
-    }
-    match r.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(Arrivals::Poisson { rate: v }),
-        _ => Err(usage("--rate", format!("`{r}` is not a positive number of requests per second (or `inf`)"))),
-    }
+/// Load and workload together: the dataset decides whether `replay` is possible, the profile
+/// whether the dataset cycles, and the think time applies to both.
+pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, WorkloadPlan), UsageError> {
+    let replay = l.profile == Some(crate::args::ProfileArg::Replay);
+    let mut workload = WorkloadPlan::from_args(w, l.seed, replay)?;
+    let load = LoadPlan::from_args(l, workload.has_times())?;
+    workload.spec.think_time = load.think_time.clone();
+    Ok((load, workload))
 }
 
-/// The workload part of a plan, with its tokenizer loaded.
+/// The workload part of a plan, with its tokenizer and dataset loaded.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadPlan {
     pub spec: WorkloadSpec,
@@ -149,16 +325,71 @@ fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
 }
 
 impl WorkloadPlan {
-    pub fn from_args(a: &WorkloadArgs, seed: u64) -> Result<Self, UsageError> {
+    /// Loads the tokenizer and dataset. `replay`: the dataset is used once, in order.
+    pub fn from_args(a: &WorkloadArgs, seed: u64, replay: bool) -> Result<Self, UsageError> {
         let tk = Tokenizer::load(a.tokenizer.as_deref()).map_err(|e| usage("--tokenizer", e))?;
+        let source = match a.dataset.as_deref().map(str::trim) {
+            None | Some("synthetic") => Source::Synthetic,
+            Some(d) => {
+                let (kind, path) = d
+                    .split_once(':')
+                    .ok_or_else(|| usage("--dataset", format!("`{d}`: expected KIND:PATH, e.g. sharegpt:data.json")))?;
+                let kind: DatasetKind = kind.parse().map_err(|m| usage("--dataset", m))?;
+                Source::Dataset(Arc::new(Dataset::load(kind, path).map_err(|e| usage("--dataset", e))?))
+            }
+        };
+        let turns = match a.turns.as_deref().map(str::trim) {
+            None if a.sessions => match &source {
+                Source::Dataset(_) => Turns::All,
+                Source::Synthetic => Turns::Up(4),
+            },
+            None => Turns::One,
+            Some("all") => Turns::All,
+            Some(n) => match n.parse::<u32>() {
+                Ok(0) | Err(_) => return Err(usage("--turns", format!("`{n}`: expected a positive number or `all`"))),
+                Ok(1) => Turns::One,
+                Ok(n) => Turns::Up(n),
+            },
+        };
+        let multi = !matches!(turns, Turns::One);
+        match &source {
+            Source::Synthetic if turns == Turns::All => {
+                return Err(usage(
+                    "--turns",
+                    "`all` keeps whole dataset conversations; synthetic sessions need a number",
+                ));
+            }
+            Source::Dataset(d) if multi && d.kind != DatasetKind::ShareGpt => {
+                return Err(usage(
+                    "--sessions",
+                    format!("multi-turn sessions come from sharegpt or synthetic, not {}", d.kind.name()),
+                ));
+            }
+            _ => {}
+        }
+        let (groups, ptokens) = (a.prefix_groups.unwrap_or(0), a.prefix_tokens.unwrap_or(0));
+        if (groups > 0) != (ptokens > 0) {
+            return Err(usage(
+                if groups > 0 { "--prefix-tokens" } else { "--prefix-groups" },
+                "--prefix-groups G and --prefix-tokens P go together",
+            ));
+        }
         let spec = WorkloadSpec {
-            dataset: Dataset::Synthetic,
+            source,
             input_tokens: length("--input-tokens", &a.input_tokens)?,
             output_tokens: length("--output-tokens", &a.output_tokens)?,
+            prefix_groups: groups,
+            prefix_tokens: ptokens,
+            turns,
+            think_time: ThinkTime::default(),
+            cycle: !replay,
             seed,
-            ..Default::default()
         };
         Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), tk })
+    }
+
+    pub fn has_times(&self) -> bool {
+        matches!(&self.spec.source, Source::Dataset(d) if d.has_times())
     }
 }
 
@@ -359,7 +590,7 @@ impl BenchPlan {
         if a.api_key_env.is_empty() {
             return Err(usage("--api-key-env", "expected an environment variable name"));
         }
-        let load = LoadPlan::from_args(&a.load)?;
+        let (load, workload) = load_and_workload(&a.load, &a.workload)?;
         Ok(BenchPlan {
             target,
             api: match a.api {
@@ -370,7 +601,7 @@ impl BenchPlan {
             api_key_env: a.api_key_env.clone(),
             ignore_eos: !a.no_ignore_eos,
             extra_body,
-            workload: WorkloadPlan::from_args(&a.workload, load.seed)?,
+            workload,
             load,
             timeouts: a.timeouts.plan()?,
             output: OutputPlan::from_args(&a.output)?,
@@ -390,7 +621,7 @@ pub struct SimPlan {
 
 impl SimPlan {
     pub fn from_args(a: &SimArgs) -> Result<Self, UsageError> {
-        let load = LoadPlan::from_args(&a.load)?;
+        let (load, workload) = load_and_workload(&a.load, &a.workload)?;
         if load.max_errors.is_some() {
             return Err(usage(
                 "--max-errors",
@@ -400,7 +631,7 @@ impl SimPlan {
         Ok(SimPlan {
             engine: EnginePlan::from_args(a.model.as_deref(), &a.engine)?,
             ignore_eos: !a.no_ignore_eos,
-            workload: WorkloadPlan::from_args(&a.workload, load.seed)?,
+            workload,
             load,
             output: OutputPlan::from_args(&a.output)?,
         })

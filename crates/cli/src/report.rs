@@ -14,21 +14,34 @@ use goodput_metrics::RequestRecord;
 use goodput_metrics::result::{ResultDoc, Run, rfc3339_utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Appends each finished record to the JSONL log (flushed per record) and advances the bar.
+/// Appends each finished record to the JSONL log (flushed per record), each sent request to the
+/// exported schedule, and advances the bar.
 pub struct LiveLog {
     file: Option<Mutex<BufWriter<File>>>,
+    schedule: Option<Mutex<BufWriter<File>>>,
+    /// The sweep stage records belong to (written as `"stage"` on each JSONL line).
+    stage: Option<String>,
     pub bar: ProgressBar,
     started: std::time::Instant,
 }
 
+fn create(p: &Path, append: bool) -> anyhow::Result<Mutex<BufWriter<File>>> {
+    let f = if append { std::fs::OpenOptions::new().create(true).append(true).open(p) } else { File::create(p) };
+    Ok(Mutex::new(BufWriter::new(f.with_context(|| format!("cannot create {}", p.display()))?)))
+}
+
 impl LiveLog {
-    pub fn new(jsonl: Option<&Path>, total: Option<u64>, quiet: bool) -> anyhow::Result<Self> {
-        let file = match jsonl {
-            Some(p) => Some(Mutex::new(BufWriter::new(
-                File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-            ))),
-            None => None,
-        };
+    /// `append`: later stages of a sweep add to the same log.
+    pub fn new(
+        jsonl: Option<&Path>,
+        schedule: Option<&Path>,
+        stage: Option<String>,
+        append: bool,
+        total: Option<u64>,
+        quiet: bool,
+    ) -> anyhow::Result<Self> {
+        let file = jsonl.map(|p| create(p, append)).transpose()?;
+        let schedule = schedule.map(|p| create(p, false)).transpose()?;
         let bar = match total {
             Some(n) => ProgressBar::new(n),
             None => ProgressBar::no_length(),
@@ -42,19 +55,69 @@ impl LiveLog {
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
         }
-        Ok(LiveLog { file, bar, started: std::time::Instant::now() })
+        Ok(LiveLog { file, schedule, stage, bar, started: std::time::Instant::now() })
+    }
+}
+
+/// One line of an exported schedule: when a request was due, what it sent, what it asked for.
+/// Replaying it (`--dataset jsonl:FILE --profile replay`) sends the same prompts at the same times.
+pub fn schedule_line(
+    scheduled_ms: f64,
+    meta_session: Option<u64>,
+    meta_turn: Option<u32>,
+    input_tokens: Option<u64>,
+    body: &serde_json::Value,
+) -> serde_json::Value {
+    let mut line = serde_json::json!({"timestamp": scheduled_ms / 1000.0});
+    for k in ["prompt", "messages"] {
+        if let Some(v) = body.get(k) {
+            line[k] = v.clone();
+        }
+    }
+    if line.get("prompt").is_none()
+        && line.get("messages").is_none()
+        && let Some(n) = input_tokens
+    {
+        line["input_tokens"] = n.into();
+    }
+    if let Some(n) = body.get("max_tokens") {
+        line["output_tokens"] = n.clone();
+    }
+    if let Some(s) = meta_session {
+        line["session"] = s.into();
+    }
+    if let Some(t) = meta_turn {
+        line["turn"] = t.into();
+    }
+    line
+}
+
+fn write_line(f: &Mutex<BufWriter<File>>, v: &serde_json::Value) {
+    let mut f = f.lock().expect("log lock");
+    // A failed write must not stop the run: the final document still has every record.
+    if serde_json::to_writer(&mut *f, v).is_ok() {
+        let _ = f.write_all(b"\n");
+        let _ = f.flush();
     }
 }
 
 impl Observer for LiveLog {
+    fn sent(&self, meta: &goodput_client::RequestMeta, body: &[u8]) {
+        if let Some(f) = &self.schedule
+            && let Ok(b) = serde_json::from_slice::<serde_json::Value>(body)
+        {
+            write_line(f, &schedule_line(meta.scheduled_ms, meta.session, meta.turn, meta.input_tokens_client, &b));
+        }
+    }
+
     fn record(&self, r: &RequestRecord, c: &Counters) {
-        if let Some(f) = &self.file {
-            let mut f = f.lock().expect("log lock");
-            // A failed write must not stop the run: the final document still has every record.
-            if serde_json::to_writer(&mut *f, r).is_ok() {
-                let _ = f.write_all(b"\n");
-                let _ = f.flush();
+        if let Some(f) = &self.file
+            && let Ok(mut v) = serde_json::to_value(r)
+        {
+            if let Some(stage) = &self.stage {
+                v["stage"] = stage.clone().into();
             }
+            write_line(f, &v);
         }
         let done = c.done.load(Ordering::Relaxed);
         let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);

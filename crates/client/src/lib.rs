@@ -11,6 +11,7 @@ pub mod background;
 pub mod exchange;
 pub mod http;
 pub mod openai;
+pub mod priority;
 pub mod runner;
 pub mod sse;
 

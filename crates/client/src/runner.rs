@@ -73,9 +73,11 @@ pub struct Counters {
     pub in_flight: AtomicU64,
 }
 
-/// Receives each record as soon as its request ends (for the JSONL log and progress).
+/// Receives each record as soon as its request ends (for the JSONL log and progress), and each
+/// request as it is sent (for `--export-schedule`).
 pub trait Observer: Send + Sync {
     fn record(&self, record: &RequestRecord, counters: &Counters);
+    fn sent(&self, _meta: &RequestMeta, _body: &[u8]) {}
 }
 
 impl Observer for () {
@@ -224,15 +226,17 @@ pub async fn run(
     // Every session task holds a clone of `alive`; the run is over when all are dropped.
     let (alive, mut all_done) = mpsc::channel::<()>(1);
     match cfg.load.clone() {
-        Load::Closed { concurrency, think_s } => {
+        Load::Closed { concurrency, think } => {
             let rx = Arc::new(tokio::sync::Mutex::new(gen_rx));
-            for _ in 0..concurrency.max(1) {
-                let (s, rx, alive) = (Arc::clone(&shared), Arc::clone(&rx), alive.clone());
+            for user in 0..concurrency.max(1) {
+                let (s, rx, alive, think) = (Arc::clone(&shared), Arc::clone(&rx), alive.clone(), think.clone());
+                let mut rng = seed::rng_for(cfg.seed, 0x7573_6572_0000_0000 | user as u64);
                 tokio::spawn(async move {
                     let _alive = alive;
                     let mut first = true;
                     loop {
-                        if !first && think_s > 0.0 && !pause(&s, Duration::from_secs_f64(think_s)).await {
+                        let pause_s = if first { 0.0 } else { think.sample(&mut rng) };
+                        if pause_s > 0.0 && !pause(&s, Duration::from_secs_f64(pause_s)).await {
                             break;
                         }
                         first = false;
@@ -292,6 +296,7 @@ fn pace(
     rt: tokio::runtime::Handle,
     alive: mpsc::Sender<()>,
 ) {
+    crate::priority::pacer();
     let t0 = s.ep.clock.t0();
     let mut clock = ArrivalClock::new(arrivals);
     let mut rng = seed::rng(s.cfg.seed, seed::Stream::Arrivals);
@@ -315,7 +320,7 @@ fn pace(
 /// Sleeps to `deadline` with sub-millisecond precision: OS sleep to just short of it, then spin.
 /// Returns false if `stop` was raised first.
 pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
-    const SPIN: Duration = Duration::from_micros(150);
+    const SPIN: Duration = Duration::from_micros(60);
     loop {
         if stop.load(Ordering::Relaxed) {
             return false;
@@ -347,7 +352,7 @@ async fn run_session(s: &Arc<Shared>, session: SessionSpec, first_at: Option<Ins
     let clock = s.ep.clock;
     let abort = s.abort.token();
     let mut conv = Conversation::start(&session);
-    let multi = session.turns.len() > 1;
+    let multi = session.multi_turn || session.turns.len() > 1;
     let mut prev_end: Option<Instant> = None;
     for (k, turn) in session.turns.iter().enumerate() {
         let scheduled = match (prev_end, first_at) {
@@ -390,6 +395,7 @@ async fn run_session(s: &Arc<Shared>, session: SessionSpec, first_at: Option<Ins
             input_tokens_client: Some(conv.tokens),
             requested_output_tokens: Some(turn.output_tokens as u64),
         };
+        s.observer.sent(&meta, &body);
         s.counters.sent.fetch_add(1, Ordering::SeqCst);
         s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
         let ex = execute(&s.ep, &meta, body, &abort).await;

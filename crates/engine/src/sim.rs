@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 use goodput_metrics::{ErrorClass, RequestError, RequestRecord, TokenSource};
-use goodput_workload::{ArrivalClock, Load, SessionSpec, Workload, seed};
+use goodput_workload::{ArrivalClock, Load, SessionSpec, ThinkTime, Workload, seed};
 use rand::Rng;
 use serde::Serialize;
 
@@ -97,15 +97,16 @@ struct Sim<'a> {
     cap: Option<usize>,
     /// Arrivals waiting for a concurrency slot: (session, scheduled time).
     cap_queue: VecDeque<(usize, f64)>,
-    think_s: f64,
+    think: ThinkTime,
+    think_rng: seed::Rng,
 }
 
 /// Runs the workload to completion (or its limits) in virtual time.
 pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: &mut Workload) -> SimOutcome {
-    let (arrivals, cap, users, think_s) = match &cfg.load {
-        Load::Closed { concurrency, think_s } => (None, None, *concurrency, *think_s),
+    let (arrivals, cap, users, think) = match &cfg.load {
+        Load::Closed { concurrency, think } => (None, None, *concurrency, think.clone()),
         Load::Open { arrivals, max_concurrency } => {
-            (Some(ArrivalClock::new(arrivals.clone())), *max_concurrency, 0, 0.0)
+            (Some(ArrivalClock::new(arrivals.clone())), *max_concurrency, 0, ThinkTime::default())
         }
     };
     let mut sim = Sim {
@@ -125,7 +126,8 @@ pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: &mut Workload) -
         in_flight: 0,
         cap,
         cap_queue: VecDeque::new(),
-        think_s,
+        think,
+        think_rng: seed::rng_for(cfg.seed, 0x7573_6572_0000_0000),
     };
     for u in 0..users {
         sim.next_session(Some(u), 0.0);
@@ -236,10 +238,14 @@ impl Sim<'_> {
         self.sent += 1;
         let sess = &self.sessions[s];
         let turn = &sess.spec.turns[sess.turn];
-        let prompt = sess.context + turn.user_tokens as u64;
+        // a turn carrying a whole history is sent as is, after the system prompt
+        let prompt = match turn.history {
+            Some(_) => sess.spec.system_tokens as u64 + turn.user_tokens as u64,
+            None => sess.context + turn.user_tokens as u64,
+        };
         let max_tokens = turn.output_tokens.max(1);
         let output = if self.cfg.ignore_eos { max_tokens } else { self.length_rng.random_range(1..=max_tokens) };
-        let multi = sess.spec.turns.len() > 1;
+        let multi = sess.spec.multi_turn || sess.spec.turns.len() > 1;
         let mut rec = RequestRecord {
             id: id as u64,
             session: multi.then_some(sess.spec.id),
@@ -304,7 +310,8 @@ impl Sim<'_> {
     /// A session ended: a closed-loop user starts its next one after its think time.
     fn session_done(&mut self, s: usize, t: f64) {
         if let Some(u) = self.sessions[s].user {
-            self.next_session(Some(u), t + self.think_s);
+            let pause = self.think.sample(&mut self.think_rng);
+            self.next_session(Some(u), t + pause);
         }
     }
 }
@@ -337,7 +344,7 @@ mod tests {
     }
 
     fn closed(n: usize) -> Load {
-        Load::Closed { concurrency: n, think_s: 0.0 }
+        Load::closed(n)
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! Pure and synchronous: no I/O, no clock. Every definition here is spelled out, with its formula,
 //! in `docs/metrics.md`, and each has a unit test on values computed by hand.
 
+pub mod confidence;
 pub mod record;
 pub mod request;
 pub mod result;
+pub mod slo;
 pub mod stats;
 pub mod summary;
 pub mod tokens;

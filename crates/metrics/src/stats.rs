@@ -100,6 +100,10 @@ impl Samples {
         let mean = self.items.iter().map(|&(v, w)| v * w as f64).sum::<f64>() / nf;
         let var = self.items.iter().map(|&(v, w)| (v - mean) * (v - mean) * w as f64).sum::<f64>() / nf;
         let q = |p| percentile_sorted(self, &cumulative, p, method);
+        let ci = |p| {
+            let (l, u) = crate::confidence::quantile_ranks(n, p, 0.05);
+            Some([l.map(|r| self.at_rank(&cumulative, r - 1)), u.map(|r| self.at_rank(&cumulative, r - 1))])
+        };
         Distribution {
             n,
             mean: Some(mean),
@@ -111,6 +115,10 @@ impl Samples {
             p95: q(0.95),
             p99: q(0.99),
             p99_9: q(0.999),
+            p50_ci: ci(0.50),
+            p90_ci: ci(0.90),
+            p95_ci: ci(0.95),
+            p99_ci: ci(0.99),
         }
     }
 
@@ -168,6 +176,16 @@ pub struct Distribution {
     pub p95: Option<f64>,
     pub p99: Option<f64>,
     pub p99_9: Option<f64>,
+    /// 95% confidence intervals of the percentiles, from order statistics (binomial); a side is
+    /// `null` when there are too few samples to bound it.
+    #[serde(default)]
+    pub p50_ci: Option<[Option<f64>; 2]>,
+    #[serde(default)]
+    pub p90_ci: Option<[Option<f64>; 2]>,
+    #[serde(default)]
+    pub p95_ci: Option<[Option<f64>; 2]>,
+    #[serde(default)]
+    pub p99_ci: Option<[Option<f64>; 2]>,
 }
 
 #[cfg(test)]
@@ -234,6 +252,16 @@ mod tests {
         assert_eq!(w.describe(PercentileMethod::NearestRank), e.describe(PercentileMethod::NearestRank));
         // mean = 34/6
         close(w.describe(PercentileMethod::Linear).mean, 34.0 / 6.0);
+    }
+
+    #[test]
+    fn confidence_intervals_from_order_statistics() {
+        // 10 samples 1..=10: the median's 95% interval is [x(2), x(9)] = [2, 9]
+        let mut s: Samples = (1..=10).map(|x| x as f64).collect();
+        let d = s.describe(PercentileMethod::Linear);
+        assert_eq!(d.p50_ci, Some([Some(2.0), Some(9.0)]));
+        // too few samples to bound p99 from above
+        assert_eq!(d.p99_ci.unwrap()[1], None);
     }
 
     #[test]

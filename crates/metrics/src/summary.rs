@@ -139,6 +139,11 @@ pub struct Summary {
     pub client_queue_ms: Distribution,
     /// `s − a − cap_wait`: the load generator's own lateness.
     pub schedule_lag_ms: Distribution,
+    /// Multi-turn sessions: TTFT of first turns and of later turns (which resend the conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_first_turn_ms: Option<Distribution>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_later_turns_ms: Option<Distribution>,
     pub token_counts: TokenCounts,
     pub warnings: Vec<Warning>,
 }
@@ -221,6 +226,11 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
             }
         };
         push(&mut d.ttft, lat.ttft);
+        match r.turn {
+            Some(0) => push(&mut d.ttft_first, lat.ttft),
+            Some(_) => push(&mut d.ttft_later, lat.ttft),
+            None => {}
+        }
         push(&mut d.ttft_sched, lat.ttft_sched);
         push(&mut d.tpot, lat.tpot);
         push(&mut d.itl_max, lat.itl_max);
@@ -297,6 +307,10 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.normalized_ms = d.normalized.describe(m);
     s.client_queue_ms = d.client_queue.describe(m);
     s.schedule_lag_ms = d.schedule_lag.describe(m);
+    if records.iter().any(|r| r.turn.is_some()) {
+        s.ttft_first_turn_ms = Some(d.ttft_first.describe(m));
+        s.ttft_later_turns_ms = Some(d.ttft_later.describe(m));
+    }
     for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
         if c.server_total > 0 {
             c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
@@ -320,6 +334,8 @@ struct Dists {
     normalized: Samples,
     client_queue: Samples,
     schedule_lag: Samples,
+    ttft_first: Samples,
+    ttft_later: Samples,
 }
 
 fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
@@ -483,6 +499,21 @@ mod tests {
         r.error = Some(RequestError { class: ErrorClass::Cancelled, message: "ctrl-c".into(), status: None });
         let s = summarize(&[r, ok(1, 0.0, 0.0, &[10.0, 20.0], 1)], &SummaryOptions::new());
         assert_eq!((s.attempted, s.failed, s.cancelled, s.excluded), (1, 0, 1, 1));
+    }
+
+    #[test]
+    fn multi_turn_ttft_is_split() {
+        let mut a = ok(0, 0.0, 0.0, &[100.0, 110.0], 1);
+        a.session = Some(7);
+        a.turn = Some(0);
+        let mut b = ok(1, 200.0, 200.0, &[500.0, 510.0], 1);
+        b.session = Some(7);
+        b.turn = Some(1);
+        let s = summarize(&[a, b], &SummaryOptions::new());
+        assert_eq!(s.ttft_first_turn_ms.unwrap().mean, Some(100.0));
+        assert_eq!(s.ttft_later_turns_ms.unwrap().mean, Some(300.0));
+        let plain = summarize(&[ok(0, 0.0, 0.0, &[1.0], 1)], &SummaryOptions::new());
+        assert!(plain.ttft_first_turn_ms.is_none());
     }
 
     #[test]

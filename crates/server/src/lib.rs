@@ -50,11 +50,15 @@ pub struct ServerConfig {
     /// Keep every token's emit time per request (for tests that hold clients against the truth).
     #[serde(skip)]
     pub trace: bool,
+    /// Nice value of the embedded server's threads (its runtime and engine thread), so that a load
+    /// generator on the same machine keeps precedence (0: unchanged).
+    #[serde(skip)]
+    pub nice: i32,
 }
 
 impl ServerConfig {
     pub fn new(model_name: impl Into<String>) -> Self {
-        ServerConfig { model_name: model_name.into(), max_body_bytes: 16 << 20, seed: 0, trace: false }
+        ServerConfig { model_name: model_name.into(), max_body_bytes: 16 << 20, seed: 0, trace: false, nice: 0 }
     }
 }
 
@@ -139,25 +143,44 @@ pub async fn serve(
     r
 }
 
-/// The engine served in-process on an ephemeral loopback port (`goodput bench` without `--url`).
+/// The engine served in-process on an ephemeral loopback port (`goodput bench` without `--url`),
+/// on a runtime and threads of its own, as a separate server would be.
 pub struct Embedded {
     pub addr: SocketAddr,
     pub state: AppState,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Embedded {
     pub async fn start(engine_cfg: EngineConfig, tokenizer: Tokenizer, cfg: ServerConfig) -> Result<Self, EmbedError> {
         let engine = Engine::new(engine_cfg).map_err(|e| EmbedError::Engine(e.to_string()))?;
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(EmbedError::Io)?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(EmbedError::Io)?;
+        listener.set_nonblocking(true).map_err(EmbedError::Io)?;
         let addr = listener.local_addr().map_err(EmbedError::Io)?;
-        let state = AppState::new(engine, tokenizer, cfg);
+        let nice = cfg.nice;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("goodput-embedded")
+            .on_thread_start(move || lower_priority(nice))
+            .enable_all()
+            .build()
+            .map_err(EmbedError::Io)?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, state.clone(), async {
-            let _ = stopped.await;
-        }));
-        Ok(Embedded { addr, state, stop: Some(stop), task: Some(task) })
+        let (ready, state_rx) = tokio::sync::oneshot::channel::<AppState>();
+        // the state (and its engine thread) is made on the embedded runtime's thread, whose
+        // priority the engine thread inherits
+        let task = runtime.spawn(async move {
+            let state = AppState::new(engine, tokenizer, cfg);
+            let _ = ready.send(state.clone());
+            serve(TcpListener::from_std(listener)?, state, async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        let state = state_rx.await.map_err(|_| EmbedError::Engine("the embedded server did not start".into()))?;
+        Ok(Embedded { addr, state, stop: Some(stop), task: Some(task), runtime: Some(runtime) })
     }
 
     pub fn url(&self) -> String {
@@ -172,6 +195,9 @@ impl Embedded {
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -181,7 +207,22 @@ impl Drop for Embedded {
             let _ = s.send(());
         }
         self.state.engine().stop();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
     }
+}
+
+/// Sets the calling thread's nice value to `n` when positive (Linux; lowering a priority is always
+/// permitted).
+fn lower_priority(n: i32) {
+    #[cfg(target_os = "linux")]
+    if n > 0 {
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, n);
+        }
+    }
+    let _ = n;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -159,6 +159,15 @@ impl Tokenizer {
         (text, count)
     }
 
+    /// `n` single-token words (each with a leading space), without re-encoding to verify: for
+    /// byte-level BPE tokenizers (cl100k_base, GPT-2, Llama 3) words never merge across their
+    /// leading spaces, so the text is exactly `n` tokens; the same `rng` state gives the same
+    /// words, and a shorter `n` gives a prefix of a longer one.
+    pub fn words_text<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> String {
+        let picked: Vec<&str> = (0..n).map(|_| self.word(rng)).collect();
+        join(&picked)
+    }
+
     /// One token's worth of text for streamed output: `" word"`.
     pub fn word<R: Rng + ?Sized>(&self, rng: &mut R) -> &str {
         self.0.words.choose(rng).expect("words")
@@ -223,6 +232,16 @@ mod tests {
             let (_, c) = t.synthesize(257, &mut rng);
             assert_eq!(c, 257);
         }
+    }
+
+    #[test]
+    fn words_text_is_exact_and_prefix_stable() {
+        let t = Tokenizer::cl100k().unwrap();
+        let a = t.words_text(512, &mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
+        let b = t.words_text(100, &mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
+        assert_eq!(t.count(&a), 512);
+        assert!(a.starts_with(&b));
+        assert_eq!(t.count(&(a.clone() + &b)), 612, "blocks concatenate to the sum of their tokens");
     }
 
     #[test]

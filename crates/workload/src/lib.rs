@@ -1,26 +1,34 @@
 //! goodput's workload core: what to send and when.
 //!
-//! A [`Workload`] turns a [`WorkloadSpec`] (dataset or synthetic lengths, shared prefixes,
-//! sessions) into a deterministic stream of [`SessionSpec`]s; an [`arrivals::ArrivalClock`] says
-//! when each starts. Both drivers (the HTTP runner and the virtual-time simulator) consume the
-//! same stream, so `bench` and `sim` see the same requests for the same seed.
+//! A [`Workload`] turns a [`WorkloadSpec`] (synthetic lengths or a real dataset, shared prefixes,
+//! multi-turn sessions, think times) into a deterministic stream of [`SessionSpec`]s; an
+//! [`arrivals::ArrivalClock`] says when each starts and [`Load`] how load is offered. Both drivers
+//! (the HTTP runner and the virtual-time simulator) consume the same stream, so `bench` and `sim`
+//! see the same requests for the same seed.
 //!
-//! Pure and synchronous; the only I/O is reading dataset files up front, with errors naming the
-//! file, line and field.
+//! Pure and synchronous; the only I/O is reading dataset files up front ([`datasets`]), with
+//! errors naming the file, line and field.
 
 pub mod arrivals;
+pub mod datasets;
 pub mod lengths;
 pub mod load;
 pub mod seed;
 pub mod session;
+pub mod think;
+
+use std::sync::Arc;
 
 use goodput_tokenizer::Tokenizer;
-use serde::Serialize;
+use rand::seq::SliceRandom;
+use serde::{Serialize, Serializer};
 
 pub use arrivals::{ArrivalClock, Arrivals};
+pub use datasets::{Dataset, DatasetKind, Prompt};
 pub use lengths::LengthDist;
 pub use load::Load;
 pub use session::{Conversation, Message, SessionSpec, TurnSpec};
+pub use think::ThinkTime;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -33,86 +41,164 @@ pub enum WorkloadError {
 }
 
 /// Where prompts and lengths come from.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Dataset {
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Source {
     /// Random single-token words to an exact length.
+    #[default]
     Synthetic,
+    Dataset(Arc<Dataset>),
+}
+
+impl Serialize for Source {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Source::Synthetic => {
+                use serde::ser::SerializeStruct;
+                let mut st = s.serialize_struct("Source", 1)?;
+                st.serialize_field("kind", "synthetic")?;
+                st.end()
+            }
+            Source::Dataset(d) => d.serialize(s),
+        }
+    }
+}
+
+/// How many turns a session has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Turns {
+    /// One request per session (ShareGPT: the first human turn).
+    #[default]
+    One,
+    /// Up to N turns (synthetic: exactly N).
+    Up(u32),
+    /// Whole conversations (ShareGPT).
+    All,
+}
+
+impl Serialize for Turns {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Turns::One => s.serialize_u32(1),
+            Turns::Up(n) => s.serialize_u32(*n),
+            Turns::All => s.serialize_str("all"),
+        }
+    }
 }
 
 /// Everything that decides the requests (not their timing).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkloadSpec {
-    pub dataset: Dataset,
+    pub source: Source,
+    /// Synthetic prompt lengths (and dataset entries without one).
     pub input_tokens: LengthDist,
+    /// `max_tokens` when the dataset does not give an output length.
     pub output_tokens: LengthDist,
-    /// Number of shared-prefix groups (0: none) and the prefix length in tokens.
+    /// Number of shared-prefix groups (0: none) and the shared system prompt length in tokens.
     pub prefix_groups: u32,
     pub prefix_tokens: u32,
-    /// Turns per synthetic session (1: plain requests).
-    pub turns: u32,
-    /// Pause between turns, seconds.
-    pub think_time_s: f64,
+    pub turns: Turns,
+    /// Pause between a session's turns.
+    pub think_time: ThinkTime,
+    /// Start over when a dataset runs out (off for trace replay).
+    pub cycle: bool,
     pub seed: u64,
 }
 
 impl Default for WorkloadSpec {
     fn default() -> Self {
         WorkloadSpec {
-            dataset: Dataset::Synthetic,
+            source: Source::Synthetic,
             input_tokens: LengthDist::Fixed(512),
             output_tokens: LengthDist::Fixed(128),
             prefix_groups: 0,
             prefix_tokens: 0,
-            turns: 1,
-            think_time_s: 0.0,
+            turns: Turns::One,
+            think_time: ThinkTime::default(),
+            cycle: true,
             seed: 0,
         }
     }
 }
 
+const PREFIX_KEY: u64 = 0x5052_4546_0000_0000;
+const BLOCK_KEY: u64 = 0x424c_4f43_0000_0000;
+
 /// The deterministic stream of sessions for one run.
 pub struct Workload {
     spec: WorkloadSpec,
-    /// `None`: token counts only (the simulator needs no text).
+    /// Counts dataset text and builds synthetic text (`None`: lengths-only workloads).
     tokenizer: Option<Tokenizer>,
+    /// Build prompt text (off for the simulator, which needs only token counts).
+    text: bool,
     lengths: seed::Rng,
     text_rng: seed::Rng,
+    think_rng: seed::Rng,
     next_id: u64,
     prefixes: Vec<(String, u32)>,
+    /// Dataset entries in the order they are used, and the position.
+    order: Vec<usize>,
+    pos: usize,
 }
 
 impl Workload {
     /// A workload with prompt text built by `tokenizer`.
     pub fn new(spec: WorkloadSpec, tokenizer: Tokenizer) -> Result<Self, WorkloadError> {
-        Self::build(spec, Some(tokenizer))
+        Self::build(spec, Some(tokenizer), true)
     }
 
-    /// The same requests (same lengths, arrivals and sessions for the same seed) without text:
-    /// what the simulator needs.
+    /// The same requests (same lengths, arrivals and sessions for the same seed) without building
+    /// text: what the simulator needs. A dataset with text still needs the tokenizer, to count.
+    pub fn counts(spec: WorkloadSpec, tokenizer: Option<Tokenizer>) -> Result<Self, WorkloadError> {
+        Self::build(spec, tokenizer, false)
+    }
+
+    /// Lengths only, no tokenizer (synthetic and length-only traces).
     pub fn counts_only(spec: WorkloadSpec) -> Result<Self, WorkloadError> {
-        Self::build(spec, None)
+        Self::build(spec, None, false)
     }
 
-    fn build(spec: WorkloadSpec, tokenizer: Option<Tokenizer>) -> Result<Self, WorkloadError> {
+    fn build(spec: WorkloadSpec, tokenizer: Option<Tokenizer>, text: bool) -> Result<Self, WorkloadError> {
+        let mut order = Vec::new();
+        if let Source::Dataset(d) = &spec.source {
+            if tokenizer.is_none() && (d.has_text() || d.kind == DatasetKind::ShareGpt) {
+                return Err(WorkloadError::Invalid(format!("dataset {d} has text: counting it needs a tokenizer")));
+            }
+            if !matches!(spec.turns, Turns::One) && d.kind != DatasetKind::ShareGpt {
+                return Err(WorkloadError::Invalid(format!(
+                    "multi-turn sessions come from sharegpt datasets or synthetic prompts, not {}",
+                    d.kind.name()
+                )));
+            }
+            order = (0..d.entries.len()).collect();
+            if d.kind == DatasetKind::ShareGpt {
+                order.shuffle(&mut seed::rng(spec.seed, seed::Stream::Sessions));
+            }
+        }
+        if text && tokenizer.is_none() {
+            return Err(WorkloadError::Invalid("building prompt text needs a tokenizer".into()));
+        }
         let mut prefixes = Vec::new();
         for g in 0..spec.prefix_groups {
-            let mut r = seed::rng_for(spec.seed, 0x5052_4546_0000_0000 | g as u64);
-            prefixes.push(match &tokenizer {
-                Some(tk) => {
-                    let (text, n) = tk.synthesize(spec.prefix_tokens as usize, &mut r);
-                    (text, n as u32)
+            let mut r = seed::rng_for(spec.seed, PREFIX_KEY | g as u64);
+            prefixes.push(match (&tokenizer, text) {
+                (Some(tk), true) => {
+                    let (t, n) = tk.synthesize(spec.prefix_tokens as usize, &mut r);
+                    (t, n as u32)
                 }
-                None => (String::new(), spec.prefix_tokens),
+                _ => (String::new(), spec.prefix_tokens),
             });
         }
         Ok(Workload {
             lengths: seed::rng(spec.seed, seed::Stream::Lengths),
             text_rng: seed::rng(spec.seed, seed::Stream::Text),
+            think_rng: seed::rng(spec.seed ^ 0x7468_696e_6b00, seed::Stream::Sessions),
             spec,
             tokenizer,
+            text,
             next_id: 0,
             prefixes,
+            order,
+            pos: 0,
         })
     }
 
@@ -124,36 +210,125 @@ impl Workload {
         self.tokenizer.as_ref()
     }
 
-    /// The next session, or `None` when a finite dataset is exhausted.
-    pub fn next_session(&mut self) -> Option<SessionSpec> {
-        let id = self.next_id;
-        self.next_id += 1;
-        match self.spec.dataset {
-            Dataset::Synthetic => Some(self.synthetic(id)),
+    fn count(&self, text: &str) -> u32 {
+        self.tokenizer.as_ref().map_or(0, |t| t.count(text) as u32)
+    }
+
+    /// A synthetic text of `n` tokens (empty in counts-only mode).
+    fn synth(&mut self, n: u32) -> (String, u32) {
+        match (&self.tokenizer, self.text) {
+            (Some(tk), true) => {
+                let (t, c) = tk.synthesize(n as usize, &mut self.text_rng);
+                (t, c as u32)
+            }
+            _ => (String::new(), n),
         }
     }
 
-    fn synthetic(&mut self, id: u64) -> SessionSpec {
-        let mut s = SessionSpec { id, ..Default::default() };
+    /// The next session, or `None` when a dataset is exhausted (and not cycling).
+    pub fn next_session(&mut self) -> Option<SessionSpec> {
+        let id = self.next_id;
+        let mut s = match self.spec.source.clone() {
+            Source::Synthetic => self.synthetic(id),
+            Source::Dataset(d) => {
+                if self.pos >= self.order.len() {
+                    if !self.spec.cycle {
+                        return None;
+                    }
+                    self.pos = 0;
+                }
+                let e = &d.entries[self.order[self.pos]];
+                self.pos += 1;
+                self.session_from(id, e)
+            }
+        };
+        self.next_id += 1;
+        s.multi_turn = self.spec.turns != Turns::One;
         if !self.prefixes.is_empty() {
             let g = (id % self.prefixes.len() as u64) as usize;
             let (text, n) = &self.prefixes[g];
             s.system = Some(text.clone());
             s.system_tokens = *n;
-            s.prefix_blocks = vec![0x5052_4546_0000_0000 | g as u64];
-            s.prefix_block_tokens = *n;
+            if s.prefix_blocks.is_empty() {
+                s.prefix_blocks = vec![PREFIX_KEY | g as u64];
+                s.prefix_block_tokens = *n;
+            }
         }
-        for t in 0..self.spec.turns.max(1) {
+        Some(s)
+    }
+
+    fn think(&mut self, turn: usize) -> f64 {
+        if turn == 0 { 0.0 } else { self.spec.think_time.sample(&mut self.think_rng) }
+    }
+
+    fn synthetic(&mut self, id: u64) -> SessionSpec {
+        let mut s = SessionSpec { id, ..Default::default() };
+        let n = match self.spec.turns {
+            Turns::One => 1,
+            Turns::Up(n) => n.max(1),
+            Turns::All => 1,
+        };
+        for t in 0..n as usize {
             let n_in = self.spec.input_tokens.sample(&mut self.lengths);
             let n_out = self.spec.output_tokens.sample(&mut self.lengths);
-            let (user, count) = match &self.tokenizer {
-                Some(tk) => tk.synthesize(n_in as usize, &mut self.text_rng),
-                None => (String::new(), n_in as usize),
-            };
-            let think_s = if t == 0 { 0.0 } else { self.spec.think_time_s };
-            s.turns.push(TurnSpec { user, user_tokens: count as u32, output_tokens: n_out, think_s });
+            let (user, count) = self.synth(n_in);
+            let think_s = self.think(t);
+            s.turns.push(TurnSpec { user, user_tokens: count, output_tokens: n_out, think_s, history: None });
         }
         s
+    }
+
+    fn session_from(&mut self, id: u64, e: &datasets::Entry) -> SessionSpec {
+        let mut s = SessionSpec { id, trace_time_s: e.time_s, ..Default::default() };
+        let keep = match self.spec.turns {
+            Turns::One => 1,
+            Turns::Up(n) => n.max(1) as usize,
+            Turns::All => usize::MAX,
+        };
+        if !e.hash_ids.is_empty() {
+            s.prefix_blocks = e.hash_ids.clone();
+            s.prefix_block_tokens = datasets::MOONCAKE_BLOCK;
+        }
+        for (t, turn) in e.turns.iter().take(keep).enumerate() {
+            // draw from the length stream whether or not it is used, so datasets with and without
+            // lengths keep the stream aligned
+            let sampled_out = self.spec.output_tokens.sample(&mut self.lengths);
+            let output_tokens = match (turn.output_tokens, &turn.reply) {
+                (Some(n), _) => n,
+                (None, Some(reply)) => self.count(reply).max(1),
+                (None, None) => sampled_out,
+            };
+            let think_s = self.think(t);
+            let (user, user_tokens, history) = match &turn.prompt {
+                Prompt::Text(text) => (text.clone(), self.count(text), None),
+                Prompt::Messages(ms) => {
+                    let n = ms.iter().map(|m| self.count(&m.content)).sum();
+                    (String::new(), n, Some(ms.clone()))
+                }
+                Prompt::Tokens(n) if !e.hash_ids.is_empty() => (self.blocks_text(&e.hash_ids, *n), *n, None),
+                Prompt::Tokens(n) => {
+                    let (text, c) = self.synth(*n);
+                    (text, c, None)
+                }
+            };
+            s.turns.push(TurnSpec { user, user_tokens, output_tokens, think_s, history });
+        }
+        s
+    }
+
+    /// A Mooncake prompt: one block of text per hash id, the same text for the same id (seeded
+    /// by it), so requests with equal leading ids share an identical prefix; the last block holds
+    /// what remains of `tokens`.
+    fn blocks_text(&self, ids: &[u64], tokens: u32) -> String {
+        let (Some(tk), true) = (&self.tokenizer, self.text) else { return String::new() };
+        let b = datasets::MOONCAKE_BLOCK;
+        let mut out = String::new();
+        for (i, &id) in ids.iter().enumerate() {
+            let n = if i + 1 == ids.len() { tokens - b * (ids.len() as u32 - 1) } else { b };
+            let mut r = seed::rng_for(self.spec.seed, BLOCK_KEY ^ id);
+            out.push_str(&tk.words_text(n as usize, &mut r));
+        }
+        out
     }
 }
 
@@ -161,9 +336,13 @@ impl Workload {
 mod tests {
     use super::*;
 
+    fn tk() -> Tokenizer {
+        Tokenizer::cl100k().unwrap()
+    }
+
     #[test]
     fn synthetic_is_deterministic_and_exact() {
-        let tk = Tokenizer::cl100k().unwrap();
+        let tk = tk();
         let spec = WorkloadSpec {
             input_tokens: "uniform:10..50".parse().unwrap(),
             output_tokens: LengthDist::Fixed(7),
@@ -185,7 +364,7 @@ mod tests {
     #[test]
     fn counts_only_draws_the_same_lengths() {
         let spec = WorkloadSpec { input_tokens: "lognormal:100,50".parse().unwrap(), seed: 9, ..Default::default() };
-        let mut a = Workload::new(spec.clone(), Tokenizer::cl100k().unwrap()).unwrap();
+        let mut a = Workload::new(spec.clone(), tk()).unwrap();
         let mut b = Workload::counts_only(spec).unwrap();
         for _ in 0..50 {
             let (x, y) = (a.next_session().unwrap(), b.next_session().unwrap());
@@ -196,7 +375,7 @@ mod tests {
 
     #[test]
     fn prefix_groups_share_identical_system_prompts() {
-        let tk = Tokenizer::cl100k().unwrap();
+        let tk = tk();
         let spec = WorkloadSpec {
             prefix_groups: 2,
             prefix_tokens: 100,
@@ -210,5 +389,74 @@ mod tests {
         assert_ne!(s[0].system, s[1].system);
         assert_eq!(tk.count(s[0].system.as_ref().unwrap()), 100);
         assert_ne!(s[0].turns[0].user, s[2].turns[0].user);
+    }
+
+    #[test]
+    fn synthetic_sessions_with_think_time() {
+        let spec = WorkloadSpec { turns: Turns::Up(3), think_time: ThinkTime::Fixed(2.0), ..Default::default() };
+        let mut w = Workload::counts_only(spec).unwrap();
+        let s = w.next_session().unwrap();
+        assert_eq!(s.turns.iter().map(|t| t.think_s).collect::<Vec<_>>(), vec![0.0, 2.0, 2.0]);
+    }
+
+    fn data(kind: DatasetKind, text: &str) -> Source {
+        Source::Dataset(Arc::new(Dataset::parse(kind, "t", text).unwrap()))
+    }
+
+    #[test]
+    fn mooncake_prompts_share_prefix_blocks() {
+        let tk = tk();
+        let src = data(
+            DatasetKind::Mooncake,
+            "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
+             {\"timestamp\": 20, \"input_length\": 1100, \"output_length\": 3, \"hash_ids\": [1, 2, 3]}\n\
+             {\"timestamp\": 40, \"input_length\": 600, \"output_length\": 3, \"hash_ids\": [4, 5]}\n",
+        );
+        let spec = WorkloadSpec { source: src, cycle: false, ..Default::default() };
+        let mut w = Workload::new(spec, tk.clone()).unwrap();
+        let s: Vec<_> = std::iter::from_fn(|| w.next_session()).collect();
+        assert_eq!(s.len(), 3);
+        let (a, b, c) = (&s[0].turns[0].user, &s[1].turns[0].user, &s[2].turns[0].user);
+        assert_eq!((tk.count(a), tk.count(b), tk.count(c)), (700, 1100, 600));
+        // the first 512-token block is identical; the second block of `a` (188 tokens) is a prefix of `b`'s
+        assert!(b.starts_with(a.as_str()), "equal leading ids share an identical prefix");
+        assert!(!c.starts_with(&a[..50]));
+        assert_eq!(s[1].trace_time_s, Some(0.02));
+        assert_eq!(s[1].prefix_blocks, vec![1, 2, 3]);
+        assert_eq!(s[0].turns[0].output_tokens, 5);
+    }
+
+    #[test]
+    fn sharegpt_sessions_and_reply_lengths() {
+        let tk = tk();
+        let src = data(
+            DatasetKind::ShareGpt,
+            r#"[{"conversations": [{"from": "human", "value": "hello there"}, {"from": "gpt", "value": "hi, how are you today"},
+                                   {"from": "human", "value": "fine"}, {"from": "gpt", "value": "good"}]}]"#,
+        );
+        let one = WorkloadSpec { source: src.clone(), ..Default::default() };
+        let s = Workload::new(one, tk.clone()).unwrap().next_session().unwrap();
+        assert_eq!(s.turns.len(), 1);
+        assert_eq!(s.turns[0].user, "hello there");
+        assert_eq!(s.turns[0].output_tokens, tk.count("hi, how are you today") as u32);
+        let all = WorkloadSpec { source: src, turns: Turns::All, ..Default::default() };
+        let s = Workload::new(all, tk.clone()).unwrap().next_session().unwrap();
+        assert_eq!(s.turns.len(), 2);
+        assert_eq!(s.turns[1].output_tokens, 1);
+        // cycling: a one-entry dataset keeps giving sessions
+        let mut w = Workload::counts(
+            WorkloadSpec { source: data(DatasetKind::Jsonl, "{\"prompt\": \"x\"}\n"), ..Default::default() },
+            Some(tk),
+        )
+        .unwrap();
+        assert!(w.next_session().is_some() && w.next_session().is_some());
+    }
+
+    #[test]
+    fn text_datasets_need_a_tokenizer_and_multi_turn_needs_sharegpt() {
+        let src = data(DatasetKind::Jsonl, "{\"prompt\": \"x\"}\n");
+        assert!(Workload::counts_only(WorkloadSpec { source: src.clone(), ..Default::default() }).is_err());
+        let e = Workload::new(WorkloadSpec { source: src, turns: Turns::Up(2), ..Default::default() }, tk());
+        assert!(e.is_err());
     }
 }

@@ -24,6 +24,8 @@ pub struct TurnSpec {
     pub output_tokens: u32,
     /// Pause after the previous turn ended before sending this one (0 for the first turn).
     pub think_s: f64,
+    /// A whole chat history to send as is (a dataset line with `messages`), instead of `user`.
+    pub history: Option<Vec<Message>>,
 }
 
 /// One user's session.
@@ -41,13 +43,22 @@ pub struct SessionSpec {
     pub prefix_blocks: Vec<u64>,
     /// Tokens per prefix block.
     pub prefix_block_tokens: u32,
+    /// Part of a multi-turn workload: records carry the session id and turn index (even when this
+    /// session happens to have a single turn).
+    pub multi_turn: bool,
 }
 
 impl SessionSpec {
     pub fn single(id: u64, prompt: String, prompt_tokens: u32, output_tokens: u32) -> Self {
         SessionSpec {
             id,
-            turns: vec![TurnSpec { user: prompt, user_tokens: prompt_tokens, output_tokens, think_s: 0.0 }],
+            turns: vec![TurnSpec {
+                user: prompt,
+                user_tokens: prompt_tokens,
+                output_tokens,
+                think_s: 0.0,
+                history: None,
+            }],
             ..Default::default()
         }
     }
@@ -59,6 +70,8 @@ pub struct Conversation {
     pub messages: Vec<Message>,
     /// Tokens of everything in `messages` (our tokenizer's count, summed per message).
     pub tokens: u64,
+    system_tokens: u64,
+    system_messages: usize,
 }
 
 impl Conversation {
@@ -67,14 +80,26 @@ impl Conversation {
         if let Some(sys) = &s.system {
             c.messages.push(Message { role: "system".into(), content: sys.clone() });
             c.tokens += s.system_tokens as u64;
+            c.system_tokens = s.system_tokens as u64;
+            c.system_messages = 1;
         }
         c
     }
 
-    /// Adds the next user message; returns the prompt for this turn.
+    /// Adds the next user message (or, for a turn that carries a whole history, replaces the
+    /// conversation after the system prompt with it).
     pub fn push_user(&mut self, t: &TurnSpec) {
-        self.messages.push(Message { role: "user".into(), content: t.user.clone() });
-        self.tokens += t.user_tokens as u64;
+        match &t.history {
+            Some(h) => {
+                self.messages.truncate(self.system_messages);
+                self.messages.extend(h.iter().cloned());
+                self.tokens = self.system_tokens + t.user_tokens as u64;
+            }
+            None => {
+                self.messages.push(Message { role: "user".into(), content: t.user.clone() });
+                self.tokens += t.user_tokens as u64;
+            }
+        }
     }
 
     /// Adds the reply the server actually gave.

@@ -25,7 +25,7 @@ pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
 
 pub fn config(requests: u64, concurrency: usize) -> RunConfig {
     RunConfig {
-        load: Load::Closed { concurrency, think_s: 0.0 },
+        load: Load::closed(concurrency),
         requests: Some(requests),
         duration: None,
         max_errors: None,

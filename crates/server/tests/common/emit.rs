@@ -71,7 +71,7 @@ pub fn measure(streams: usize, requests: u64) -> EmitLag {
             clock: Clock::start(),
         };
         let cfg = RunConfig {
-            load: Load::Closed { concurrency: streams, think_s: 0.0 },
+            load: Load::closed(streams),
             requests: Some(requests),
             duration: None,
             max_errors: None,
