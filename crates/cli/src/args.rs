@@ -25,6 +25,35 @@ pub enum Command {
     Serve(ServeArgs),
     /// Predict a run in virtual time with the engine model (same workload and load flags as bench).
     Sim(SimArgs),
+    /// Find the highest Poisson rate at which SLO attainment stays at or above a target.
+    Capacity(CapacityArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CapacityArgs {
+    /// Search in virtual time with the engine model (seconds) instead of measuring.
+    #[arg(long)]
+    pub sim: bool,
+    /// Share of requests that must meet the SLO (DistServe uses 0.9).
+    #[arg(long, default_value_t = 0.99, value_name = "F")]
+    pub attainment: f64,
+    /// First rate tried, req/s; it is doubled or halved until the capacity is bracketed.
+    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    pub start_rate: f64,
+    /// Most search steps.
+    #[arg(long, default_value_t = 12, value_name = "N")]
+    pub max_steps: u32,
+    /// Stop bisecting when the bracket is narrower than this share of the rate.
+    #[arg(long, default_value_t = 0.05, value_name = "F")]
+    pub precision: f64,
+    /// Each step sends at least rate × this many seconds of arrivals (and at least --requests),
+    /// so that a step reaches its steady state.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub step_time: String,
+    /// Everything `bench` takes (target, engine, workload, SLO, output); --requests, --duration,
+    /// --warmup and --cooldown apply to each step (defaults 200 requests, 60 s, 10% warm-up).
+    #[command(flatten)]
+    pub bench: BenchArgs,
 }
 
 /// The engine model (for `serve`, `sim`, and `bench` without `--url`).
@@ -119,6 +148,8 @@ pub struct SimArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
     #[command(flatten)]
+    pub slo: SloArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -160,6 +191,9 @@ pub struct BenchArgs {
 
     #[command(flatten)]
     pub timeouts: TimeoutArgs,
+
+    #[command(flatten)]
+    pub slo: SloArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -311,6 +345,35 @@ pub struct WorkloadArgs {
     /// A Hugging Face tokenizer.json for prompts and counting (default: built-in cl100k_base).
     #[arg(long, value_name = "PATH")]
     pub tokenizer: Option<PathBuf>,
+}
+
+/// Service-level objectives: attainment, goodput and percentile verdicts.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SloArgs {
+    /// SLO predicates, repeatable or comma-separated: per request (ttft<=200ms, tpot<=40ms,
+    /// itl_max<=100ms, e2e<=5s, ttft_sched<=…, e2e_sched<=…) or over the run (p99(ttft)<=200ms).
+    #[arg(long, value_name = "PREDICATES")]
+    pub slo: Vec<String>,
+
+    /// A named SLO: mlperf-llama2-70b, mlperf-interactive, mlperf-llama3.1-8b, chat, seed-online.
+    #[arg(long, value_name = "NAME")]
+    pub slo_preset: Vec<String>,
+
+    /// Smoothed goodput: the TTFT budget T0 (default: the SLO's TTFT bound).
+    #[arg(long, value_name = "DURATION")]
+    pub ttft_budget: Option<String>,
+
+    /// Smoothed goodput: the reading pace τ per token (default: the SLO's TPOT bound).
+    #[arg(long, value_name = "DURATION")]
+    pub reading_pace: Option<String>,
+
+    /// Smoothed goodput: excess delay still fully acceptable (default T0).
+    #[arg(long, value_name = "DURATION")]
+    pub delay_ok: Option<String>,
+
+    /// Smoothed goodput: excess delay at which a request is worth nothing (default 5·T0).
+    #[arg(long, value_name = "DURATION")]
+    pub delay_max: Option<String>,
 }
 
 /// Per-request timeouts.

@@ -45,7 +45,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
     let mut first = true;
     let results = stages::run_stages(&plan.load, |stage| {
         let append = !std::mem::replace(&mut first, false);
-        run_stage(&plan, &model, stage, token.clone(), append, sweep)
+        run_stage(&plan, &model, stage, token.clone(), append, sweep, None)
     })
     .await?;
     if sweep {
@@ -60,14 +60,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
 }
 
 /// One stage against the target (a fresh embedded engine per stage, so its statistics are the
-/// stage's own).
-async fn run_stage(
+/// stage's own). `saturation`: stop early once this many requests are in flight.
+pub(crate) async fn run_stage(
     plan: &BenchPlan,
     model: &str,
     stage: Stage,
     interrupt: goodput_client::Cancel,
     append: bool,
     sweep: bool,
+    saturation: Option<u64>,
 ) -> anyhow::Result<StageResult> {
     let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
     let pool = stage.load.pool_size();
@@ -117,18 +118,35 @@ async fn run_stage(
     spec.seed = stage.seed;
     let workload = Workload::new(spec, plan.workload.tk.clone())?;
     let jsonl = plan.output.jsonl_path();
-    let log = Arc::new(LiveLog::new(
+    let mut log = LiveLog::new(
         jsonl.as_deref(),
         plan.load.export_schedule.as_deref(),
         stage.name.clone(),
         append,
         plan.load.requests,
         plan.output.quiet,
-    )?);
-    let outcome = goodput_client::run(ep, cfg, workload, interrupt, log.clone()).await;
+    )?;
+    // the stage stops on Ctrl-C, or when saturated
+    let (stage_stop, stage_token) = cancel_pair();
+    let stage_stop = Arc::new(stage_stop);
+    if let Some(limit) = saturation {
+        log.saturation = Some((limit, Arc::clone(&stage_stop)));
+    }
+    let forward = {
+        let stop = Arc::clone(&stage_stop);
+        tokio::spawn(async move {
+            interrupt.cancelled().await;
+            stop.cancel();
+        })
+    };
+    let log = Arc::new(log);
+    let outcome = goodput_client::run(ep, cfg, workload, stage_token, log.clone()).await;
+    forward.abort();
     log.bar.finish_and_clear();
+    let saturated = log.saturated.load(std::sync::atomic::Ordering::SeqCst);
+    let stop = if saturated { StopReason::Completed } else { outcome.stop };
 
-    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos);
+    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos, &plan.slo);
     let (summary, summary_full) = stages::summaries(&outcome.records, &opts);
     let mut engine_stats = None;
     let mut engine_block = String::new();
@@ -161,7 +179,7 @@ async fn run_stage(
         say!("{}", console::render(&title, &summary));
         say!("{}", engine_block);
     }
-    if outcome.stop == StopReason::MaxErrors {
+    if stop == StopReason::MaxErrors {
         say!("  stopped early: --max-errors reached\n");
     }
     let run = Run {
@@ -174,7 +192,7 @@ async fn run_stage(
         engine_stats,
         requests: outcome.records,
     };
-    Ok(StageResult { run, stop: outcome.stop })
+    Ok(StageResult { run, stop, saturated })
 }
 
 fn bounds(plan: &BenchPlan) -> String {

@@ -97,11 +97,97 @@ pub fn render(title: &str, s: &Summary) -> String {
         };
         let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}");
     }
+    if let Some(g) = &s.slo {
+        o.push_str(&render_slo(g));
+    }
     if !s.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings:");
         for w in &s.warnings {
             let _ = writeln!(o, "  ! {}", w.message);
         }
+    }
+    o
+}
+
+/// The goodput block: attainment, goodput, what binds, percentile verdicts.
+pub fn render_slo(g: &goodput_metrics::SloSummary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\ngoodput (SLO: {})", g.predicates.join(", "));
+    let _ = writeln!(o, "  attainment   {:.1}% ({} of {} requests good)", g.attainment * 100.0, g.good, g.attempted);
+    let _ = writeln!(o, "  goodput      {:.2} req/s · {:.1} output tok/s", g.request_goodput, g.token_goodput);
+    if let (Some(sg), Some(sa), Some(sm)) = (g.smoothed_goodput, g.smoothed_attainment, g.smoothing) {
+        let _ = writeln!(
+            o,
+            "  smoothed     {:.1} tok/s · attainment {:.1}% (T0 {} ms, pace {} ms/token){}",
+            sg,
+            sa * 100.0,
+            sm.t0_ms,
+            sm.tau_ms,
+            g.fluidity_index.map_or(String::new(), |f| format!(" · fluidity {:.3}", f))
+        );
+    }
+    let rates: Vec<String> =
+        g.pass_rates.iter().map(|p| format!("{} {:.1}%", p.predicate, p.pass_rate * 100.0)).collect();
+    let _ = writeln!(
+        o,
+        "  pass rates   {}{}",
+        rates.join(" · "),
+        g.binding.as_ref().map_or(String::new(), |b| format!(" · binding: {b}"))
+    );
+    for p in &g.percentiles {
+        let ci =
+            |x: Option<f64>| x.map_or("?".to_string(), |v| if v.is_finite() { format!("{v:.1}") } else { "∞".into() });
+        let verdict = match p.verdict {
+            goodput_metrics::slo::Verdict::Met => "met",
+            goodput_metrics::slo::Verdict::Missed => "MISSED",
+            goodput_metrics::slo::Verdict::NotEnoughEvidence => "not enough evidence",
+        };
+        let _ = writeln!(
+            o,
+            "  {:<22} {} (value {} ms, 95% CI [{}, {}] over {} requests, {} over the limit)",
+            p.predicate,
+            verdict,
+            cell(p.value),
+            ci(p.ci[0]),
+            ci(p.ci[1]),
+            p.n,
+            p.over
+        );
+    }
+    o
+}
+
+/// The capacity search's curve.
+pub fn render_capacity(curve: &[crate::capacity::Point], target: f64) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\ncapacity curve (target attainment {:.1}%)\n  {:>10}{:>12}{:>12}{:>12}{:>11}{:>11}{:>11}{:>11}",
+        target * 100.0,
+        "req/s",
+        "attainment",
+        "good req/s",
+        "good tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99"
+    );
+    for p in curve {
+        let _ = writeln!(
+            o,
+            "  {:>10.3}{:>11.1}%{:>12.2}{:>12.1}{:>11}{:>11}{:>11}{:>11}{}{}",
+            p.rate,
+            p.attainment * 100.0,
+            p.request_goodput,
+            p.token_goodput,
+            cell(p.ttft_p50_ms),
+            cell(p.ttft_p99_ms),
+            cell(p.tpot_p50_ms),
+            cell(p.tpot_p99_ms),
+            if p.attainment >= target && !p.saturated { "  ok" } else { "  below" },
+            if p.saturated { " (saturated: stopped early)" } else { "" }
+        );
     }
     o
 }

@@ -22,6 +22,7 @@ macro_rules! warn {
 
 pub mod args;
 pub mod bench;
+pub mod capacity;
 pub mod console;
 pub mod plan;
 pub mod report;
@@ -65,6 +66,7 @@ pub fn main() -> i32 {
             args::Command::Bench(a) => bench::run(a).await,
             args::Command::Serve(a) => serve::run(a).await,
             args::Command::Sim(a) => sim::run(a).await,
+            args::Command::Capacity(a) => capacity::run(a).await,
         }
     });
     match result {

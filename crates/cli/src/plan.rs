@@ -10,13 +10,13 @@ use goodput_client::{Api, Load, Timeouts};
 use goodput_engine::{Catalog, Dtype, EngineConfig, MemoryPlan};
 use std::sync::Arc;
 
-use goodput_metrics::{Edge, PercentileMethod};
+use goodput_metrics::{Edge, PercentileMethod, Slo, Smoothing};
 use goodput_tokenizer::Tokenizer;
 use goodput_workload::{Arrivals, Dataset, DatasetKind, LengthDist, Source, ThinkTime, Turns, WorkloadSpec};
 use serde::Serialize;
 
 use crate::args::{
-    ApiArg, BenchArgs, EngineArgs, LoadArgs, OutputArgs, PercentileArg, SimArgs, TimeoutArgs, WorkloadArgs,
+    ApiArg, BenchArgs, EngineArgs, LoadArgs, OutputArgs, PercentileArg, SimArgs, SloArgs, TimeoutArgs, WorkloadArgs,
 };
 
 /// Invalid usage: exit code 2.
@@ -404,6 +404,72 @@ impl TimeoutArgs {
     }
 }
 
+/// A validated SLO with its smoothed-goodput parameters.
+#[derive(Clone, Debug, Default)]
+pub struct SloPlan {
+    pub slo: Option<(Slo, Option<Smoothing>)>,
+}
+
+impl Serialize for SloPlan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("SloPlan", 2)?;
+        let preds: Vec<String> =
+            self.slo.iter().flat_map(|(x, _)| x.predicates.iter().map(|p| p.to_string())).collect();
+        st.serialize_field("predicates", &preds)?;
+        st.serialize_field("smoothing", &self.slo.as_ref().and_then(|(_, sm)| *sm))?;
+        st.end()
+    }
+}
+
+fn ms(flag: &str, v: &Option<String>) -> Result<Option<f64>, UsageError> {
+    v.as_deref().map(|d| parse_duration(flag, d).map(|d| d.as_secs_f64() * 1000.0)).transpose()
+}
+
+impl SloPlan {
+    pub fn from_args(a: &SloArgs) -> Result<Self, UsageError> {
+        let mut slo: Option<Slo> = None;
+        for p in &a.slo_preset {
+            let s = Slo::preset(p).map_err(|m| usage("--slo-preset", m))?;
+            slo.get_or_insert_with(Slo::default).extend(s);
+        }
+        for text in &a.slo {
+            let s = Slo::parse(text).map_err(|m| usage("--slo", m))?;
+            slo.get_or_insert_with(Slo::default).extend(s);
+        }
+        let overrides = [&a.ttft_budget, &a.reading_pace, &a.delay_ok, &a.delay_max];
+        let Some(slo) = slo else {
+            if overrides.iter().any(|o| o.is_some()) {
+                return Err(usage("--ttft-budget", "smoothed goodput needs an SLO (--slo or --slo-preset)"));
+            }
+            return Ok(SloPlan::default());
+        };
+        let mut sm = Smoothing::from_slo(&slo);
+        let t0 = ms("--ttft-budget", &a.ttft_budget)?;
+        if sm.is_none() && t0.is_some() {
+            sm = Some(Smoothing { t0_ms: 0.0, tau_ms: 0.0, u_ok_ms: 0.0, u_max_ms: 0.0 });
+        }
+        if let Some(s) = &mut sm {
+            if let Some(t0) = t0 {
+                *s = Smoothing { t0_ms: t0, u_ok_ms: t0, u_max_ms: 5.0 * t0, ..*s };
+            }
+            if let Some(v) = ms("--reading-pace", &a.reading_pace)? {
+                s.tau_ms = v;
+            }
+            if let Some(v) = ms("--delay-ok", &a.delay_ok)? {
+                s.u_ok_ms = v;
+            }
+            if let Some(v) = ms("--delay-max", &a.delay_max)? {
+                s.u_max_ms = v;
+            }
+            if s.u_max_ms < s.u_ok_ms {
+                return Err(usage("--delay-max", "must not be below --delay-ok"));
+            }
+        }
+        Ok(SloPlan { slo: Some((slo, sm)) })
+    }
+}
+
 /// Output settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct OutputPlan {
@@ -520,6 +586,12 @@ impl EnginePlan {
         Ok(EnginePlan { config: c, memory })
     }
 
+    /// A few words: model, GPUs, weight format.
+    pub fn short(&self) -> String {
+        let c = &self.config;
+        format!("{} on {}× {} ({})", c.model.name, c.tp, c.gpu.name, c.dtype.name())
+    }
+
     /// One line: what is modelled.
     pub fn describe(&self) -> String {
         let c = &self.config;
@@ -561,6 +633,7 @@ pub struct BenchPlan {
     pub load: LoadPlan,
     pub workload: WorkloadPlan,
     pub timeouts: Timeouts,
+    pub slo: SloPlan,
     pub output: OutputPlan,
 }
 
@@ -604,6 +677,7 @@ impl BenchPlan {
             workload,
             load,
             timeouts: a.timeouts.plan()?,
+            slo: SloPlan::from_args(&a.slo)?,
             output: OutputPlan::from_args(&a.output)?,
         })
     }
@@ -616,6 +690,7 @@ pub struct SimPlan {
     pub ignore_eos: bool,
     pub load: LoadPlan,
     pub workload: WorkloadPlan,
+    pub slo: SloPlan,
     pub output: OutputPlan,
 }
 
@@ -633,6 +708,7 @@ impl SimPlan {
             ignore_eos: !a.no_ignore_eos,
             workload,
             load,
+            slo: SloPlan::from_args(&a.slo)?,
             output: OutputPlan::from_args(&a.output)?,
         })
     }

@@ -15,8 +15,11 @@ use goodput_metrics::result::{ResultDoc, Run, rfc3339_utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Appends each finished record to the JSONL log (flushed per record), each sent request to the
-/// exported schedule, and advances the bar.
+/// exported schedule, and advances the bar; optionally stops a run that is clearly saturated.
 pub struct LiveLog {
+    /// In-flight requests beyond which the run is saturated, and how to stop it.
+    pub saturation: Option<(u64, std::sync::Arc<goodput_client::CancelHandle>)>,
+    pub saturated: std::sync::atomic::AtomicBool,
     file: Option<Mutex<BufWriter<File>>>,
     schedule: Option<Mutex<BufWriter<File>>>,
     /// The sweep stage records belong to (written as `"stage"` on each JSONL line).
@@ -55,7 +58,24 @@ impl LiveLog {
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
         }
-        Ok(LiveLog { file, schedule, stage, bar, started: std::time::Instant::now() })
+        Ok(LiveLog {
+            saturation: None,
+            saturated: std::sync::atomic::AtomicBool::new(false),
+            file,
+            schedule,
+            stage,
+            bar,
+            started: std::time::Instant::now(),
+        })
+    }
+
+    fn check_saturation(&self, c: &Counters) {
+        if let Some((limit, stop)) = &self.saturation
+            && c.in_flight.load(Ordering::Relaxed) > *limit
+            && !self.saturated.swap(true, Ordering::SeqCst)
+        {
+            stop.cancel();
+        }
     }
 }
 
@@ -102,7 +122,8 @@ fn write_line(f: &Mutex<BufWriter<File>>, v: &serde_json::Value) {
 }
 
 impl Observer for LiveLog {
-    fn sent(&self, meta: &goodput_client::RequestMeta, body: &[u8]) {
+    fn sent(&self, meta: &goodput_client::RequestMeta, body: &[u8], c: &Counters) {
+        self.check_saturation(c);
         if let Some(f) = &self.schedule
             && let Ok(b) = serde_json::from_slice::<serde_json::Value>(body)
         {
@@ -111,6 +132,7 @@ impl Observer for LiveLog {
     }
 
     fn record(&self, r: &RequestRecord, c: &Counters) {
+        self.check_saturation(c);
         if let Some(f) = &self.file
             && let Ok(mut v) = serde_json::to_value(r)
         {

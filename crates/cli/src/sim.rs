@@ -37,7 +37,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<Outcome> {
     Ok(stages::outcome(&results))
 }
 
-fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Result<StageResult> {
+pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Result<StageResult> {
     let mut engine = Engine::new(plan.engine.config.clone())?;
     let mut spec = plan.workload.spec.clone();
     spec.seed = stage.seed;
@@ -52,7 +52,7 @@ fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Result<StageR
     let started = Instant::now();
     let out = simulate(&mut engine, &cfg, &mut workload);
     let wall = started.elapsed().as_secs_f64();
-    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos);
+    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos, &plan.slo);
     let (summary, summary_full) = stages::summaries(&out.records, &opts);
     if sweep {
         say!("{}\n", console::stage_line(stage.name.as_deref().unwrap_or("-"), &summary));
@@ -84,7 +84,7 @@ fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Result<StageR
         engine_stats: Some(serde_json::to_value(&out.stats)?),
         requests: out.records,
     };
-    Ok(StageResult { run, stop: StopReason::Completed })
+    Ok(StageResult { run, stop: StopReason::Completed, saturated: false })
 }
 
 /// The simulated schedule: when each request arrived and its lengths (the simulator has no

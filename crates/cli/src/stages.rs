@@ -25,6 +25,8 @@ pub struct Stage {
 pub struct StageResult {
     pub run: Run,
     pub stop: StopReason,
+    /// Stopped early because requests piled up without bound (capacity search).
+    pub saturated: bool,
 }
 
 /// Runs the plan's stages in order, calling `f` for each; a stage that was interrupted or hit
@@ -86,9 +88,11 @@ pub fn options(
     load: &Load,
     percentiles: goodput_metrics::PercentileMethod,
     exact_output: bool,
+    slo: &crate::plan::SloPlan,
 ) -> SummaryOptions {
     SummaryOptions {
         percentiles,
+        slo: slo.slo.clone(),
         warmup: plan.warmup,
         cooldown: plan.cooldown,
         offered_rate: load.offered_rate(),

@@ -77,7 +77,7 @@ pub struct Counters {
 /// request as it is sent (for `--export-schedule`).
 pub trait Observer: Send + Sync {
     fn record(&self, record: &RequestRecord, counters: &Counters);
-    fn sent(&self, _meta: &RequestMeta, _body: &[u8]) {}
+    fn sent(&self, _meta: &RequestMeta, _body: &[u8], _counters: &Counters) {}
 }
 
 impl Observer for () {
@@ -395,9 +395,9 @@ async fn run_session(s: &Arc<Shared>, session: SessionSpec, first_at: Option<Ins
             input_tokens_client: Some(conv.tokens),
             requested_output_tokens: Some(turn.output_tokens as u64),
         };
-        s.observer.sent(&meta, &body);
         s.counters.sent.fetch_add(1, Ordering::SeqCst);
         s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
+        s.observer.sent(&meta, &body, &s.counters);
         let ex = execute(&s.ep, &meta, body, &abort).await;
         s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
         prev_end = Some(Instant::now());

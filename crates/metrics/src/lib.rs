@@ -16,5 +16,6 @@ pub mod tokens;
 pub use record::{ErrorClass, RequestError, RequestRecord, TokenSource};
 pub use request::RequestMetrics;
 pub use result::{ResultDoc, Run, Target};
+pub use slo::{Slo, SloSummary, Smoothing};
 pub use stats::{Distribution, PercentileMethod, Samples};
 pub use summary::{Edge, Summary, SummaryOptions, Verdict, Window, summarize};

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{ErrorClass, RequestRecord};
 use crate::request::{RequestMetrics, chunk_gaps, itl_samples};
+use crate::slo::{Slo, SloSummary, Smoothing};
 use crate::stats::{Distribution, PercentileMethod, Samples};
 
 /// A warm-up or cool-down boundary.
@@ -35,6 +36,9 @@ pub struct SummaryOptions {
     pub expect_exact_output: bool,
     /// Schedule lag p99 above this (ms) marks the run client-bound.
     pub lag_limit_ms: f64,
+    /// SLO to evaluate (attainment, goodput, percentile verdicts), with smoothed-goodput
+    /// parameters when they can be set.
+    pub slo: Option<(Slo, Option<Smoothing>)>,
 }
 
 impl SummaryOptions {
@@ -145,6 +149,9 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_later_turns_ms: Option<Distribution>,
     pub token_counts: TokenCounts,
+    /// SLO attainment and goodput, when an SLO was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloSummary>,
     pub warnings: Vec<Warning>,
 }
 
@@ -316,6 +323,9 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
             c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
         }
     }
+    if let Some((slo, smoothing)) = &opts.slo {
+        s.slo = Some(crate::slo::evaluate(slo, *smoothing, records, &measured, s.duration_s, m));
+    }
     s.verdict = verdict(&s, opts, scheduled_rate, client_rate);
     s.warnings = warnings(&s, opts);
     s
@@ -408,6 +418,21 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
             ),
         );
     }
+    let thin: Vec<String> = [("TTFT", &s.ttft_ms), ("TPOT", &s.tpot_ms), ("E2E", &s.e2e_ms)]
+        .iter()
+        .filter(|(_, d)| d.n > 0 && d.n < crate::confidence::min_samples(0.99))
+        .map(|(name, d)| format!("{name} n={}", d.n))
+        .collect();
+    if !thin.is_empty() {
+        add(
+            "few_samples",
+            format!(
+                "p99 rests on fewer than {} samples ({}): read it with its confidence interval",
+                crate::confidence::min_samples(0.99),
+                thin.join(", ")
+            ),
+        );
+    }
     if s.failed > 0 {
         let classes: Vec<String> = s.failed_by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         add("failed_requests", format!("{} of {} requests failed ({})", s.failed, s.attempted, classes.join(", ")));
@@ -469,7 +494,10 @@ mod tests {
         // token-level ITL samples: 100, 100, 300 -> p50 100
         assert_eq!(s.itl_ms.n, 3);
         assert_eq!(s.itl_ms.p50, Some(100.0));
-        assert_eq!(s.warnings.iter().map(|w| w.code.as_str()).collect::<Vec<_>>(), vec!["failed_requests"]);
+        assert_eq!(
+            s.warnings.iter().map(|w| w.code.as_str()).collect::<Vec<_>>(),
+            vec!["few_samples", "failed_requests"]
+        );
         assert_eq!(s.verdict, Verdict::Ok);
     }
 

@@ -1,0 +1,314 @@
+//! `goodput capacity`: the highest Poisson request rate at which SLO attainment stays at or above
+//! a target. Bracket (double or halve from `--start-rate`), then bisect; each step is a bounded
+//! run with a warm-up, stopped early when it is clearly saturated (requests piling up far beyond
+//! what the SLO allows). Works against a URL, the embedded engine, or in virtual time (`--sim`).
+
+use serde::Serialize;
+
+use goodput_client::cancel_pair;
+use goodput_metrics::Summary;
+use goodput_metrics::slo::Metric;
+use goodput_workload::{Arrivals, Load, Source};
+
+use crate::Outcome;
+use crate::args::{CapacityArgs, ProfileArg, SimArgs};
+use crate::plan::{BenchPlan, SimPlan, SloPlan, TargetPlan, UsageError};
+use crate::report::write_doc;
+use crate::stages::{Stage, StageResult};
+
+/// One measured rate.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    pub rate: f64,
+    pub attainment: f64,
+    pub request_goodput: f64,
+    pub token_goodput: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub saturated: bool,
+}
+
+#[derive(Serialize)]
+struct Capacity {
+    rate: Option<f64>,
+    uncertainty: Option<f64>,
+    per_gpu: Option<f64>,
+    attainment_target: f64,
+    slo: String,
+    answer: String,
+    curve: Vec<Point>,
+}
+
+enum Target {
+    Bench(Box<BenchPlan>, String),
+    Sim(Box<SimPlan>),
+}
+
+fn usage(flag: &str, m: &str) -> anyhow::Error {
+    UsageError(format!("{flag}: {m}")).into()
+}
+
+/// The step plan's load flags: Poisson, bounded per step.
+fn step_args(a: &CapacityArgs) -> anyhow::Result<crate::args::BenchArgs> {
+    let l = &a.bench.load;
+    let chosen = [
+        (l.profile.is_some(), "--profile"),
+        (l.rate.is_some(), "--rate"),
+        (l.concurrency.is_some(), "--concurrency"),
+        (l.rate_start.is_some(), "--rate-start"),
+        (l.sweep_points.is_some(), "--sweep-points"),
+        (l.time_scale.is_some(), "--time-scale"),
+        (l.export_schedule.is_some(), "--export-schedule"),
+        (l.max_errors.is_some(), "--max-errors"),
+    ];
+    if let Some((_, flag)) = chosen.iter().find(|(given, _)| *given) {
+        return Err(usage(flag, "capacity chooses the rates itself (Poisson arrivals); use --start-rate"));
+    }
+    if !(a.attainment > 0.0 && a.attainment <= 1.0) {
+        return Err(usage("--attainment", "must be in (0, 1]"));
+    }
+    if !(a.start_rate.is_finite() && a.start_rate > 0.0) {
+        return Err(usage("--start-rate", "must be a positive number of requests per second"));
+    }
+    if !(a.precision > 0.0 && a.precision < 1.0) {
+        return Err(usage("--precision", "must be in (0, 1)"));
+    }
+    if a.max_steps < 2 {
+        return Err(usage("--max-steps", "must be at least 2"));
+    }
+    let mut b = a.bench.clone();
+    b.load.profile = Some(ProfileArg::Poisson);
+    b.load.rate = Some(a.start_rate.to_string());
+    let requests = b.load.requests.unwrap_or(200);
+    b.load.requests = Some(requests);
+    b.load.duration = Some(b.load.duration.clone().unwrap_or_else(|| "60s".into()));
+    if b.load.warmup.is_some() || b.load.cooldown.is_some() {
+        return Err(usage("--warmup", "capacity steps warm up on their first tenth of requests"));
+    }
+    Ok(b)
+}
+
+pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
+    let b = step_args(&a)?;
+    let step_s = crate::plan::parse_duration("--step-time", &a.step_time)?.as_secs_f64();
+    let slo = SloPlan::from_args(&b.slo)?;
+    let Some((slo_set, _)) = slo.slo.clone() else {
+        return Err(usage("--slo", "capacity needs an SLO (--slo or --slo-preset)"));
+    };
+    let target = if a.sim {
+        if b.url.is_some() {
+            return Err(usage("--sim", "simulates the engine model: drop --url"));
+        }
+        let s = SimArgs {
+            model: b.model.clone(),
+            no_ignore_eos: b.no_ignore_eos,
+            engine: b.engine.clone(),
+            load: b.load.clone(),
+            workload: b.workload.clone(),
+            slo: b.slo.clone(),
+            output: b.output.clone(),
+        };
+        Target::Sim(Box::new(SimPlan::from_args(&s)?))
+    } else {
+        let mut plan = BenchPlan::from_args(&b)?;
+        let model = match &plan.target {
+            TargetPlan::Url { url } => match &plan.model {
+                Some(m) => m.clone(),
+                None => {
+                    let client = goodput_client::HttpClient::new(url, None, 1, plan.timeouts.connect)?;
+                    let ids = client.models(std::time::Duration::from_secs(30)).await?;
+                    ids.into_iter()
+                        .next()
+                        .ok_or_else(|| anyhow::anyhow!("the server lists no models (pass --model)"))?
+                }
+            },
+            TargetPlan::Embedded { engine } => engine.config.model.name.clone(),
+        };
+        plan.model = Some(model.clone());
+        Target::Bench(Box::new(plan), model)
+    };
+    let (load, workload, out_path, tp, what) = match &target {
+        Target::Bench(p, _) => {
+            let (tp, what) = match &p.target {
+                TargetPlan::Url { url } => (None, format!("on {url}")),
+                TargetPlan::Embedded { engine } => {
+                    (Some(engine.config.tp), format!("on the embedded {}", engine.short()))
+                }
+            };
+            (&p.load, &p.workload, p.output.out.clone(), tp, what)
+        }
+        Target::Sim(p) => (
+            &p.load,
+            &p.workload,
+            p.output.out.clone(),
+            Some(p.engine.config.tp),
+            format!("on {} (simulated)", p.engine.short()),
+        ),
+    };
+    let cap = load.max_concurrency;
+    // a step is saturated when requests in flight exceed twice what the SLO allows (Little's law)
+    let mean_out = match &workload.spec.source {
+        Source::Synthetic => workload.spec.output_tokens.mean(),
+        Source::Dataset(_) => 256.0,
+    };
+    let e2e_budget_s = match (slo_set.limit(Metric::E2e), slo_set.limit(Metric::Ttft), slo_set.limit(Metric::Tpot)) {
+        (Some(e), _, _) => e / 1000.0,
+        (None, Some(t), Some(p)) => (t + mean_out * p) / 1000.0,
+        (None, Some(t), None) => t / 1000.0 * 10.0,
+        _ => 60.0,
+    };
+    let seed = load.seed;
+    let min_requests = load.requests.unwrap_or(200);
+    let (interrupt, token) = cancel_pair();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            interrupt.cancel();
+        }
+    });
+
+    let mut runs = Vec::new();
+    let mut curve: Vec<Point> = Vec::new();
+    let measure = async |rate: f64, runs: &mut Vec<goodput_metrics::result::Run>| -> anyhow::Result<Option<Point>> {
+        if token.is_cancelled() {
+            return Ok(None);
+        }
+        let stage = Stage {
+            name: Some(format!("rate@{rate:.3}")),
+            load: Load::Open { arrivals: Arrivals::Poisson { rate }, max_concurrency: cap },
+            seed: seed + runs.len() as u64,
+        };
+        let first = runs.is_empty();
+        // long enough to reach a steady state; the first tenth is warm-up
+        let requests = min_requests.max((rate * step_s).ceil() as u64);
+        let bound = |l: &mut crate::plan::LoadPlan| {
+            l.requests = Some(requests);
+            l.warmup = goodput_metrics::Edge::Requests(requests / 10);
+        };
+        let r: StageResult = match &target {
+            Target::Bench(p, model) => {
+                let limit = ((rate * 2.0 * e2e_budget_s).ceil() as u64).max(16);
+                let mut p = (**p).clone();
+                bound(&mut p.load);
+                crate::bench::run_stage(&p, model, stage, token.clone(), !first, true, Some(limit)).await?
+            }
+            Target::Sim(p) => {
+                let mut p = (**p).clone();
+                bound(&mut p.load);
+                crate::sim::run_stage(&p, stage, true)?
+            }
+        };
+        let p = point(rate, &r);
+        runs.push(r.run);
+        Ok(Some(p))
+    };
+    let passes = |p: &Point| !p.saturated && p.attainment >= a.attainment;
+
+    // bracket
+    let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
+    let mut rate = a.start_rate;
+    while runs.len() < a.max_steps as usize {
+        let Some(p) = measure(rate, &mut runs).await? else { break };
+        let ok = passes(&p);
+        curve.push(p);
+        if ok {
+            lo = Some(rate);
+            if hi.is_some() {
+                break;
+            }
+            rate *= 2.0;
+        } else {
+            hi = Some(rate);
+            if lo.is_some() || rate < 1e-3 {
+                break;
+            }
+            rate /= 2.0;
+        }
+    }
+    // bisect
+    while runs.len() < a.max_steps as usize {
+        let (Some(l), Some(h)) = (lo, hi) else { break };
+        if (h - l) / l <= a.precision {
+            break;
+        }
+        let mid = (l + h) / 2.0;
+        let Some(p) = measure(mid, &mut runs).await? else { break };
+        if passes(&p) {
+            lo = Some(mid);
+        } else {
+            hi = Some(mid);
+        }
+        curve.push(p);
+    }
+    curve.sort_by(|x, y| x.rate.total_cmp(&y.rate));
+
+    let described = describe_slo(&slo_set);
+    let pct = format!("{}%", a.attainment * 100.0);
+    let answer = match (lo, hi) {
+        (Some(l), Some(h)) => {
+            format!("At most {l:.2} req/s (±{:.2}) keeps {pct} of requests within {described} {what}.", (h - l) / 2.0)
+        }
+        (Some(l), None) => format!(
+            "At least {l:.2} req/s keeps {pct} of requests within {described} {what} (no failing rate found within {} steps).",
+            a.max_steps
+        ),
+        (None, Some(h)) => format!("Even {h:.3} req/s does not keep {pct} of requests within {described} {what}."),
+        (None, None) => "No step completed.".to_string(),
+    };
+    say!("{}", crate::console::render_capacity(&curve, a.attainment));
+    say!("\n{answer}\n");
+    let capacity = Capacity {
+        rate: lo,
+        uncertainty: lo.zip(hi).map(|(l, h)| (h - l) / 2.0),
+        per_gpu: lo.zip(tp).map(|(l, tp)| l / tp.max(1) as f64),
+        attainment_target: a.attainment,
+        slo: slo_set.describe(),
+        answer,
+        curve,
+    };
+    if let Some(path) = &out_path {
+        write_doc(path, runs, Some(serde_json::to_value(&capacity)?))?;
+        say!("  results      {}\n", path.display());
+    }
+    Ok(if token.is_cancelled() { Outcome::Interrupted } else { Outcome::Ok })
+}
+
+fn point(rate: f64, r: &StageResult) -> Point {
+    let s: &Summary = &r.run.summary;
+    let slo = s.slo.as_ref();
+    // a saturated step's cancelled requests count against it
+    let attainment = match slo {
+        Some(g) if r.saturated => g.good as f64 / (g.attempted + s.cancelled).max(1) as f64,
+        Some(g) => g.attainment,
+        None => 0.0,
+    };
+    Point {
+        rate,
+        attainment,
+        request_goodput: slo.map_or(0.0, |g| g.request_goodput),
+        token_goodput: slo.map_or(0.0, |g| g.token_goodput),
+        ttft_p50_ms: s.ttft_ms.p50,
+        ttft_p99_ms: s.ttft_ms.p99,
+        tpot_p50_ms: s.tpot_ms.p50,
+        tpot_p99_ms: s.tpot_ms.p99,
+        saturated: r.saturated,
+    }
+}
+
+/// `ttft<=200ms, p99(tpot)<=40ms` → "TTFT ≤ 200 ms and p99 TPOT ≤ 40 ms".
+fn describe_slo(slo: &goodput_metrics::Slo) -> String {
+    slo.predicates
+        .iter()
+        .map(|p| {
+            let name = p.metric.name().to_uppercase().replace("_SCHED", " (sched)").replace("ITL_MAX", "max ITL");
+            let limit =
+                if p.limit_ms >= 1000.0 { format!("{} s", p.limit_ms / 1000.0) } else { format!("{} ms", p.limit_ms) };
+            match p.percentile {
+                Some(q) => format!("p{} {name} ≤ {limit}", q * 100.0),
+                None => format!("{name} ≤ {limit}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}

@@ -1,0 +1,194 @@
+//! SLOs, goodput and capacity from the command line.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use goodput_testkit::{ScriptedServer, Step, sse};
+use serde_json::Value;
+
+fn run_doc(name: &str, args: &[&str], limit: Duration) -> (Value, String) {
+    let dir = temp_dir(name);
+    let out = dir.join("r.json");
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
+    let o = run(&a, limit);
+    assert_eq!(o.status.code(), Some(0), "{a:?}\n{}\n{}", text(&o.stdout), text(&o.stderr));
+    (load_valid(&out), text(&o.stdout))
+}
+
+#[test]
+fn half_fast_half_slow_gives_exact_attainment_and_goodput() {
+    // even requests: first token after 10 ms; odd: after 300 ms; 4 tokens each, 2 ms apart
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let server = rt.block_on(ScriptedServer::start(|n| {
+        let first = if n % 2 == 0 { 10.0 } else { 300.0 };
+        let mut s = vec![Step::SseHead];
+        for i in 0..4 {
+            s.push(Step::At(first + 2.0 * i as f64));
+            s.push(Step::Chunk(sse::completion(" hello")));
+        }
+        s.extend([Step::Chunk(sse::usage(8, 4)), Step::Chunk(sse::done()), Step::End]);
+        s
+    }));
+    let (d, stdout) = run_doc(
+        "halves",
+        &[
+            "bench",
+            "--url",
+            &server.url(),
+            "--model",
+            "m",
+            "--profile",
+            "synchronous",
+            "--requests",
+            "10",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+            "--slo",
+            "ttft<=100ms",
+            "--slo",
+            "tpot<=10ms",
+        ],
+        Duration::from_secs(60),
+    );
+    let s = &d["runs"][0]["summary"];
+    let g = &s["slo"];
+    assert_eq!(g["good"], 5);
+    assert_eq!(g["attempted"], 10);
+    assert_eq!(g["attainment"], 0.5);
+    let window = s["duration_s"].as_f64().unwrap();
+    let rg = g["request_goodput"].as_f64().unwrap();
+    let tg = g["token_goodput"].as_f64().unwrap();
+    assert!((rg - 5.0 / window).abs() < 1e-9, "{rg} vs {}", 5.0 / window);
+    assert!((tg - 20.0 / window).abs() < 1e-9);
+    assert_eq!(g["binding"], "ttft<=100ms");
+    assert_eq!(g["pass_rates"][0]["pass_rate"], 0.5);
+    assert_eq!(g["pass_rates"][1]["pass_rate"], 1.0);
+    assert!(stdout.contains("attainment   50.0%"), "{stdout}");
+    // percentiles carry confidence intervals
+    assert!(s["ttft_ms"]["p50_ci"].is_array());
+}
+
+#[test]
+fn presets_and_percentile_verdicts_in_sim() {
+    let (d, stdout) = run_doc(
+        "preset",
+        &[
+            "sim",
+            "--rate",
+            "5",
+            "--requests",
+            "1000",
+            "--slo-preset",
+            "mlperf-llama3.1-8b",
+            "--slo-preset",
+            "seed-online",
+        ],
+        Duration::from_secs(60),
+    );
+    let g = &d["runs"][0]["summary"]["slo"];
+    assert_eq!(g["predicates"].as_array().unwrap().len(), 4);
+    let verdicts: Vec<&str> =
+        g["percentiles"].as_array().unwrap().iter().map(|p| p["verdict"].as_str().unwrap()).collect();
+    assert_eq!(
+        verdicts,
+        vec!["met", "met"],
+        "a lightly loaded H100 meets the MLPerf 8B targets (1000 samples bound p99)"
+    );
+    assert!(g["smoothed_goodput"].as_f64().unwrap() > 0.0);
+    assert!(stdout.contains("goodput (SLO:"), "{stdout}");
+}
+
+#[test]
+fn slo_errors_exit_2() {
+    for (args, needle) in [
+        (vec!["sim", "--slo", "ttft<=fast"], "--slo"),
+        (vec!["sim", "--slo", "latency<=3ms"], "--slo"),
+        (vec!["sim", "--slo-preset", "snappy"], "--slo-preset"),
+        (vec!["sim", "--reading-pace", "20ms"], "--ttft-budget"),
+        (vec!["capacity", "--sim"], "--slo"),
+        (vec!["capacity", "--sim", "--slo", "ttft<=1s", "--rate", "3"], "--rate"),
+        (vec!["capacity", "--sim", "--slo", "ttft<=1s", "--attainment", "1.5"], "--attainment"),
+    ] {
+        let o = run(&args, Duration::from_secs(30));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(needle), "{args:?}: {}", text(&o.stderr));
+    }
+}
+
+/// The capacity found has attainment ≥ target; a rate at most 20% higher falls below it.
+fn check_capacity(d: &Value, target: f64) -> f64 {
+    let c = &d["capacity"];
+    let rate = c["rate"].as_f64().expect("a capacity was found");
+    assert_eq!(c["attainment_target"], target);
+    let curve = c["curve"].as_array().unwrap();
+    let at = curve.iter().find(|p| p["rate"].as_f64().unwrap() == rate).unwrap();
+    assert!(at["attainment"].as_f64().unwrap() >= target);
+    let above = curve.iter().find(|p| {
+        let r = p["rate"].as_f64().unwrap();
+        r > rate && r <= 1.2 * rate && p["attainment"].as_f64().unwrap() < target
+    });
+    assert!(above.is_some(), "a rate within 20% above {rate} falls below the target: {curve:?}");
+    assert_eq!(d["runs"].as_array().unwrap().len(), curve.len(), "one run per step");
+    assert!(c["answer"].as_str().unwrap().starts_with("At most"));
+    rate
+}
+
+#[test]
+fn capacity_in_virtual_time() {
+    let (d, stdout) = run_doc(
+        "capsim",
+        &[
+            "capacity",
+            "--sim",
+            "--slo",
+            "ttft<=200ms,tpot<=30ms",
+            "--attainment",
+            "0.99",
+            "--input-tokens",
+            "512",
+            "--output-tokens",
+            "128",
+        ],
+        Duration::from_secs(120),
+    );
+    let rate = check_capacity(&d, 0.99);
+    assert_eq!(d["capacity"]["per_gpu"].as_f64().unwrap(), rate, "one GPU");
+    assert!(stdout.contains("keeps 99% of requests within TTFT ≤ 200 ms and TPOT ≤ 30 ms"), "{stdout}");
+}
+
+#[test]
+fn capacity_on_the_embedded_engine() {
+    let (d, _) = run_doc(
+        "capemb",
+        &[
+            "capacity",
+            "--slo",
+            "ttft<=100ms,tpot<=12ms",
+            "--attainment",
+            "0.9",
+            "--gpu",
+            "b200",
+            "--dtype",
+            "fp8",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "16",
+            "--requests",
+            "60",
+            "--start-rate",
+            "40",
+            "--step-time",
+            "1s",
+            "--precision",
+            "0.1",
+        ],
+        Duration::from_secs(300),
+    );
+    check_capacity(&d, 0.9);
+}
