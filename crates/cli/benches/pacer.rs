@@ -42,17 +42,7 @@ fn main() {
             clock: Clock::start(),
         };
         let load = Load::Open { arrivals: Arrivals::Poisson { rate }, max_concurrency: None };
-        let run_cfg = RunConfig {
-            load,
-            requests: None,
-            duration: Some(Duration::from_secs(secs)),
-            max_errors: None,
-            grace: None,
-            model: "llama-3.1-8b".into(),
-            ignore_eos: true,
-            extra_body: None,
-            seed: 0,
-        };
+        let run_cfg = RunConfig { duration: Some(Duration::from_secs(secs)), ..RunConfig::new(load, "llama-3.1-8b") };
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(16),
             output_tokens: LengthDist::Fixed(4),

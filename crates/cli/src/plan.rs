@@ -37,22 +37,9 @@ fn usage(flag: &str, msg: impl std::fmt::Display) -> UsageError {
 
 /// Parses `10s`, `250ms`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Duration::from_secs_f64(v * mult)),
-        _ => Err(usage(flag, format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)"))),
-    }
+    goodput_metrics::units::seconds(s, 1.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| usage(flag, format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)")))
 }
 
 fn positive_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {

@@ -8,16 +8,6 @@ use common::*;
 use goodput_testkit::{ScriptedServer, Step, sse};
 use serde_json::Value;
 
-fn run_doc(name: &str, args: &[&str], limit: Duration) -> (Value, String) {
-    let dir = temp_dir(name);
-    let out = dir.join("r.json");
-    let mut a = args.to_vec();
-    a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
-    let o = run(&a, limit);
-    assert_eq!(o.status.code(), Some(0), "{a:?}\n{}\n{}", text(&o.stdout), text(&o.stderr));
-    (load_valid(&out), text(&o.stdout))
-}
-
 #[test]
 fn half_fast_half_slow_gives_exact_attainment_and_goodput() {
     // even requests: first token after 10 ms; odd: after 300 ms; 4 tokens each, 2 ms apart
@@ -32,7 +22,7 @@ fn half_fast_half_slow_gives_exact_attainment_and_goodput() {
         s.extend([Step::Chunk(sse::usage(8, 4)), Step::Chunk(sse::done()), Step::End]);
         s
     }));
-    let (d, stdout) = run_doc(
+    let (d, stdout) = run_ok(
         "halves",
         &[
             "bench",
@@ -75,7 +65,7 @@ fn half_fast_half_slow_gives_exact_attainment_and_goodput() {
 
 #[test]
 fn presets_and_percentile_verdicts_in_sim() {
-    let (d, stdout) = run_doc(
+    let (d, stdout) = run_ok(
         "preset",
         &[
             "sim",
@@ -140,7 +130,7 @@ fn check_capacity(d: &Value, target: f64) -> f64 {
 
 #[test]
 fn capacity_in_virtual_time() {
-    let (d, stdout) = run_doc(
+    let (d, stdout) = run_ok(
         "capsim",
         &[
             "capacity",
@@ -163,7 +153,7 @@ fn capacity_in_virtual_time() {
 
 #[test]
 fn capacity_on_the_embedded_engine() {
-    let (d, _) = run_doc(
+    let (d, _) = run_ok(
         "capemb",
         &[
             "capacity",

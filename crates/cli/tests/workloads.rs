@@ -15,15 +15,8 @@ fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name).display().to_string()
 }
 
-/// Runs goodput with `--out` into a fresh directory, expects exit 0, returns the document.
 fn doc(name: &str, args: &[&str]) -> Value {
-    let dir = temp_dir(name);
-    let out = dir.join("r.json");
-    let mut a = args.to_vec();
-    a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
-    let o = run(&a, Duration::from_secs(120));
-    assert_eq!(o.status.code(), Some(0), "{a:?}\nstdout: {}\nstderr: {}", text(&o.stdout), text(&o.stderr));
-    load_valid(&out)
+    run_ok(name, args, Duration::from_secs(120)).0
 }
 
 fn summary(d: &Value) -> &Value {

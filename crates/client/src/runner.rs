@@ -43,6 +43,24 @@ pub struct RunConfig {
     pub seed: u64,
 }
 
+impl RunConfig {
+    /// `load` for `model` with no stop condition but the workload's end, forced output lengths
+    /// (`ignore_eos`), no extra body, seed 0.
+    pub fn new(load: Load, model: impl Into<String>) -> Self {
+        RunConfig {
+            load,
+            requests: None,
+            duration: None,
+            max_errors: None,
+            grace: None,
+            model: model.into(),
+            ignore_eos: true,
+            extra_body: None,
+            seed: 0,
+        }
+    }
+}
+
 fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {
         Some(d) => s.serialize_f64(d.as_secs_f64()),

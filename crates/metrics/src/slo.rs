@@ -92,15 +92,7 @@ impl fmt::Display for Predicate {
 
 /// `200ms`, `2s`, `1.5s`, or a bare number of milliseconds.
 fn parse_ms(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let (n, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        (t, 1.0)
-    };
-    n.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(|v| v * mult)
+    crate::units::seconds(s, 0.001).map(|v| v * 1000.0)
 }
 
 impl FromStr for Predicate {

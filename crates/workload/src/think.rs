@@ -52,15 +52,7 @@ impl ThinkTime {
 }
 
 fn seconds(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let (n, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    n.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(|v| v * mult)
+    goodput_metrics::units::seconds(s, 1.0)
 }
 
 impl FromStr for ThinkTime {

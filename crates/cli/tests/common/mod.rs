@@ -63,6 +63,18 @@ pub fn load_valid(path: &Path) -> serde_json::Value {
     doc
 }
 
+/// Runs goodput with `--out` into a fresh directory and `-q`, expects exit 0; returns the
+/// (schema-checked) document and stdout.
+pub fn run_ok(name: &str, args: &[&str], limit: Duration) -> (serde_json::Value, String) {
+    let dir = temp_dir(name);
+    let out = dir.join("r.json");
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
+    let o = run(&a, limit);
+    assert_eq!(o.status.code(), Some(0), "{a:?}\nstdout: {}\nstderr: {}", text(&o.stdout), text(&o.stderr));
+    (load_valid(&out), text(&o.stdout))
+}
+
 pub fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }

@@ -25,15 +25,9 @@ pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
 
 pub fn config(requests: u64, concurrency: usize) -> RunConfig {
     RunConfig {
-        load: Load::closed(concurrency),
         requests: Some(requests),
-        duration: None,
-        max_errors: None,
         grace: Some(Duration::from_millis(500)),
-        model: "scripted-model".into(),
-        ignore_eos: true,
-        extra_body: None,
-        seed: 0,
+        ..RunConfig::new(Load::closed(concurrency), "scripted-model")
     }
 }
 

@@ -70,17 +70,7 @@ pub fn measure(streams: usize, requests: u64) -> EmitLag {
             tokenizer: tk.clone(),
             clock: Clock::start(),
         };
-        let cfg = RunConfig {
-            load: Load::closed(streams),
-            requests: Some(requests),
-            duration: None,
-            max_errors: None,
-            grace: None,
-            model: "llama-3.1-8b".into(),
-            ignore_eos: true,
-            extra_body: None,
-            seed: 0,
-        };
+        let cfg = RunConfig { requests: Some(requests), ..RunConfig::new(Load::closed(streams), "llama-3.1-8b") };
         // varied output lengths, as in real traffic: streams end (and are replaced) a few at a time
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(64),
