@@ -93,6 +93,13 @@ pub fn steady_stream(first_ms: f64, gap_ms: f64, n: usize, chat: bool) -> Script
     s
 }
 
+/// Serializes the tests that assert timing to the millisecond: they run one at a time, so that
+/// they do not compete with each other for the machine's cores.
+pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// What the server saw and did for one request.
 #[derive(Clone, Debug)]
 pub struct Served {
@@ -184,7 +191,8 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String
     }
 }
 
-/// Waits until `deadline` precisely: the timer to within 2 ms, then yield-spin.
+/// Waits until `deadline` precisely: the timer (which rounds up to the next millisecond tick) to
+/// within 2 ms of it, then yield-spin the rest.
 pub async fn precise_sleep_until(deadline: Instant) {
     let now = Instant::now();
     if deadline > now + Duration::from_millis(2) {

@@ -47,6 +47,20 @@ pub async fn run_within(limit: Duration, ep: Endpoint, cfg: RunConfig, w: Worklo
         .expect("the run must end within its time bound")
 }
 
+/// Host noise (a virtual machine's scheduler hiccup of a few ms every few seconds) may hit any
+/// single sample: at least `share` of `values` must be within `tol` of `want`, and their median.
+pub fn assert_mostly_close(what: &str, values: &[f64], want: f64, tol: f64, share: f64) {
+    let within = values.iter().filter(|v| (*v - want).abs() <= tol).count();
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    assert!(
+        within as f64 >= share * values.len() as f64 && (median - want).abs() <= tol,
+        "{what}: {within} of {} within {want} ± {tol} ms (median {median:.3}): {values:?}",
+        values.len()
+    );
+}
+
 pub fn assert_close(what: &str, got: f64, want: f64, tol: f64) {
     assert!((got - want).abs() <= tol, "{what}: measured {got:.3} ms, expected {want:.3} ± {tol} ms");
 }
