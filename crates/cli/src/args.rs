@@ -172,6 +172,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
     pub api_key_env: String,
 
+    /// Also trust the CA certificate(s) in this PEM file for https (a private CA).
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+
     /// Do not send `ignore_eos: true` and `min_tokens` (let the model stop on its own).
     #[arg(long)]
     pub no_ignore_eos: bool,

@@ -23,7 +23,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
         TargetPlan::Url { url } => match &plan.model {
             Some(m) => m.clone(),
             None => {
-                let client = HttpClient::new(url, None, 1, plan.timeouts.connect)?;
+                let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
+                let client =
+                    HttpClient::with_roots(url, key.as_deref(), 1, plan.timeouts.connect, plan.ca_pem.as_deref())?;
                 let ids = client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
                 ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
             }
@@ -74,7 +76,8 @@ pub(crate) async fn run_stage(
     let pool = stage.load.pool_size();
     let (client, target, embedded) = match &plan.target {
         TargetPlan::Url { url } => {
-            let client = HttpClient::new(url, key.as_deref(), pool, plan.timeouts.connect)?;
+            let client =
+                HttpClient::with_roots(url, key.as_deref(), pool, plan.timeouts.connect, plan.ca_pem.as_deref())?;
             let target =
                 Target { kind: "url".into(), url: Some(url.clone()), model: Some(model.to_string()), engine: None };
             (client, target, None)

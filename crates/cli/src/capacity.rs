@@ -117,7 +117,14 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
             TargetPlan::Url { url } => match &plan.model {
                 Some(m) => m.clone(),
                 None => {
-                    let client = goodput_client::HttpClient::new(url, None, 1, plan.timeouts.connect)?;
+                    let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
+                    let client = goodput_client::HttpClient::with_roots(
+                        url,
+                        key.as_deref(),
+                        1,
+                        plan.timeouts.connect,
+                        plan.ca_pem.as_deref(),
+                    )?;
                     let ids = client.models(std::time::Duration::from_secs(30)).await?;
                     ids.into_iter()
                         .next()

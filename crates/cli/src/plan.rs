@@ -614,6 +614,11 @@ pub struct BenchPlan {
     /// `None`: ask the server.
     pub model: Option<String>,
     pub api_key_env: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// The CA file's contents.
+    #[serde(skip)]
+    pub ca_pem: Option<Vec<u8>>,
     pub ignore_eos: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
@@ -651,7 +656,18 @@ impl BenchPlan {
             return Err(usage("--api-key-env", "expected an environment variable name"));
         }
         let (load, workload) = load_and_workload(&a.load, &a.workload)?;
+        let ca_pem = match &a.ca_cert {
+            Some(p) => {
+                if a.url.is_none() {
+                    return Err(usage("--ca-cert", "applies to an https --url"));
+                }
+                Some(std::fs::read(p).map_err(|e| usage("--ca-cert", format!("cannot read {}: {e}", p.display())))?)
+            }
+            None => None,
+        };
         Ok(BenchPlan {
+            ca_cert: a.ca_cert.clone(),
+            ca_pem,
             target,
             api: match a.api {
                 ApiArg::Completions => Api::Completions,

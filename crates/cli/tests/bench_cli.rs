@@ -85,6 +85,7 @@ fn usage_errors_exit_2_with_one_line_naming_the_flag() {
         (vec!["bench", "--url", "http://127.0.0.1:9", "--tokenizer", "/nonexistent/tokenizer.json"], "--tokenizer"),
         (vec!["bench", "--url", "http://127.0.0.1:9", "--input-tokens", "normal:x"], "--input-tokens"),
         (vec!["bench", "--url", "http://127.0.0.1:9", "--duration", "forever"], "--duration"),
+        (vec!["bench", "--url", "https://127.0.0.1:9", "--ca-cert", "/nonexistent/ca.pem"], "--ca-cert"),
     ] {
         let o = run(&args, Duration::from_secs(20));
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -111,10 +111,12 @@ mod secs {
 pub type Body = Full<Bytes>;
 pub type Response = http::Response<hyper::body::Incoming>;
 
-/// A pooled keep-alive client for one OpenAI-compatible base URL.
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// A pooled keep-alive client for one OpenAI-compatible base URL (http or https).
 #[derive(Clone)]
 pub struct HttpClient {
-    inner: Client<HttpConnector, Body>,
+    inner: Client<Connector, Body>,
     /// `scheme://authority` plus any path prefix, without a trailing `/v1`.
     base: String,
     auth: Option<HeaderValue>,
@@ -132,19 +134,39 @@ pub fn normalize_base(url: &str) -> Result<String, String> {
     let trimmed = url.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
     let uri: Uri = trimmed.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(format!(
-                "`{url}`: https is not supported by this build; reach the server over http (e.g. through a local proxy)"
-            ));
-        }
-        _ => return Err(format!("`{url}`: expected http://HOST:PORT")),
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!("`{url}`: expected http://HOST:PORT or https://HOST"));
     }
     if uri.authority().is_none() {
         return Err(format!("`{url}`: no host"));
     }
     Ok(trimmed.to_string())
+}
+
+/// TLS with the Mozilla roots (compiled in: nothing is read or fetched at run time), plus any
+/// extra roots given as PEM (a private CA).
+fn tls_config(extra_roots_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, ClientError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(pem) = extra_roots_pem {
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| ClientError::Tls(format!("cannot read the CA certificate: {e}")))?;
+            roots.add(cert).map_err(|e| ClientError::Tls(format!("cannot use the CA certificate: {e}")))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(ClientError::Tls("no PEM certificate found in the CA file".into()));
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 impl HttpClient {
@@ -155,14 +177,31 @@ impl HttpClient {
         pool: usize,
         connect_timeout: Duration,
     ) -> Result<Self, ClientError> {
+        Self::with_roots(base_url, api_key, pool, connect_timeout, None)
+    }
+
+    /// As [`HttpClient::new`], also trusting the certificates in `extra_roots_pem` (PEM).
+    pub fn with_roots(
+        base_url: &str,
+        api_key: Option<&str>,
+        pool: usize,
+        connect_timeout: Duration,
+        extra_roots_pem: Option<&[u8]>,
+    ) -> Result<Self, ClientError> {
         let base = normalize_base(base_url).map_err(ClientError::Url)?;
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
         conn.set_connect_timeout(Some(connect_timeout));
+        conn.enforce_http(false);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(extra_roots_pem)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(conn);
         let inner = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(pool.max(1))
             .pool_idle_timeout(Duration::from_secs(90))
-            .build(conn);
+            .build(https);
         let auth = match api_key {
             Some(k) if !k.is_empty() => {
                 let mut v = HeaderValue::from_str(&format!("Bearer {k}"))

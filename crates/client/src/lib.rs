@@ -27,4 +27,6 @@ pub enum ClientError {
     Url(String),
     #[error("cannot reach {url}: {message}")]
     Unreachable { url: String, message: String },
+    #[error("TLS: {0}")]
+    Tls(String),
 }

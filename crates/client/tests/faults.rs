@@ -191,3 +191,21 @@ async fn open_loop_records_schedule() {
         assert!(r.sent_ms.unwrap() >= r.scheduled_ms);
     }
 }
+
+#[tokio::test]
+async fn https_with_a_private_ca() {
+    let (server, ca) = ScriptedServer::start_tls(|_| goodput_testkit::steady_stream(5.0, 1.0, 3, false)).await;
+    let url = format!("https://localhost:{}", server.addr.port());
+    let mut ep = endpoint("http://127.0.0.1:1", Api::Completions, short_timeouts());
+    ep.client =
+        goodput_client::HttpClient::with_roots(&url, None, 2, Duration::from_secs(2), Some(ca.as_bytes())).unwrap();
+    let out = run_within(Duration::from_secs(10), ep, config(2, 1), workload(8, 3)).await;
+    assert!(out.records.iter().all(|r| r.is_success()), "{:?}", out.records[0].error);
+    assert_eq!(out.records[0].event_ms.len(), 3);
+    // without the CA the handshake is refused: a classified connect failure
+    let mut ep = endpoint("http://127.0.0.1:1", Api::Completions, short_timeouts());
+    ep.client = goodput_client::HttpClient::new(&url, None, 2, Duration::from_secs(2)).unwrap();
+    let out = run_within(Duration::from_secs(10), ep, config(1, 1), workload(8, 3)).await;
+    assert_eq!(class(&out.records[0]), ErrorClass::Connect);
+    assert!(out.records[0].error.as_ref().unwrap().message.contains("certificate"), "{:?}", out.records[0].error);
+}

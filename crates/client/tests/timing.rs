@@ -1,4 +1,5 @@
 //! Scripted streams with known timing: the client's measurements must match within 2 ms.
+#![allow(clippy::await_holding_lock)] // each test holds the timing lock for its whole run, on its own runtime
 
 mod common;
 

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 /// One step of a response.
 #[derive(Clone, Debug)]
@@ -123,6 +123,32 @@ impl ScriptedServer {
     where
         F: Fn(usize) -> Script + Send + Sync + 'static,
     {
+        Self::start_with(script, None).await
+    }
+
+    /// The same over TLS, with a certificate for `localhost` signed by a fresh CA; returns the
+    /// server and the CA certificate (PEM) a client must trust.
+    pub async fn start_tls<F>(script: F) -> (Self, String)
+    where
+        F: Fn(usize) -> Script + Send + Sync + 'static,
+    {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+        let cert_pem = ck.cert.pem();
+        let key = rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).expect("key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocols")
+            .with_no_client_auth()
+            .with_single_cert(vec![ck.cert.der().clone()], key)
+            .expect("server config");
+        (Self::start_with(script, Some(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))).await, cert_pem)
+    }
+
+    async fn start_with<F>(script: F, tls: Option<tokio_rustls::TlsAcceptor>) -> Self
+    where
+        F: Fn(usize) -> Script + Send + Sync + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let served = Arc::new(Mutex::new(Vec::new()));
@@ -132,9 +158,19 @@ impl ScriptedServer {
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
                 let _ = sock.set_nodelay(true);
-                let (script, counter, log) = (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log));
+                let (script, counter, log, tls) =
+                    (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log), tls.clone());
                 tokio::spawn(async move {
-                    let _ = serve_conn(sock, &*script, &counter, &log).await;
+                    match tls {
+                        Some(acceptor) => {
+                            if let Ok(s) = acceptor.accept(sock).await {
+                                let _ = serve_conn(s, &*script, &counter, &log).await;
+                            }
+                        }
+                        None => {
+                            let _ = serve_conn(sock, &*script, &counter, &log).await;
+                        }
+                    }
                 });
             }
         });
@@ -157,7 +193,7 @@ impl Drop for ScriptedServer {
 }
 
 /// Reads one request (headers and a Content-Length body). `None` at EOF.
-async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, String)> {
+async fn read_request<S: AsyncRead + Unpin>(sock: &mut S, buf: &mut Vec<u8>) -> Option<(String, String)> {
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
@@ -203,8 +239,8 @@ pub async fn precise_sleep_until(deadline: Instant) {
     }
 }
 
-async fn serve_conn(
-    mut sock: TcpStream,
+async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
+    mut sock: S,
     script: &(dyn Fn(usize) -> Script + Send + Sync),
     counter: &std::sync::atomic::AtomicUsize,
     log: &Mutex<Vec<Served>>,
@@ -245,6 +281,7 @@ async fn serve_conn(
                     out.extend_from_slice(data.as_bytes());
                     out.extend_from_slice(b"\r\n");
                     sock.write_all(&out).await?;
+                    sock.flush().await?;
                     log.lock().unwrap()[idx].chunk_times.push(Instant::now());
                 }
                 Step::End => sock.write_all(b"0\r\n\r\n").await?,
