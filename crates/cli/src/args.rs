@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::plan::Profile;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
@@ -215,7 +216,7 @@ pub struct LoadArgs {
     /// Load profile (default: concurrent with --concurrency, poisson with --rate, throughput with
     /// --rate inf, else concurrent 16 users).
     #[arg(long, value_enum)]
-    pub profile: Option<ProfileArg>,
+    pub profile: Option<Profile>,
 
     /// Users for `concurrent` (closed loop: each sends its next request when the previous ends).
     #[arg(long, value_name = "N")]
@@ -290,28 +291,6 @@ pub struct LoadArgs {
     /// Seed for arrivals, lengths, prompt text and think times.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ProfileArg {
-    /// One request at a time.
-    Synchronous,
-    /// N closed-loop users (--concurrency), optional --think-time.
-    Concurrent,
-    /// Evenly spaced arrivals at --rate.
-    Constant,
-    /// Poisson arrivals at --rate.
-    Poisson,
-    /// Gamma inter-arrival times at --rate with --burstiness.
-    Gamma,
-    /// Everything at once, bounded by --max-concurrency.
-    Throughput,
-    /// Rate rising linearly from --rate-start to --rate over --ramp-duration.
-    Ramp,
-    /// Synchronous, then throughput, then --sweep-points constant rates between them.
-    Sweep,
-    /// Arrival times from the dataset, scaled by --time-scale.
-    Replay,
 }
 
 /// What each request contains.

@@ -11,8 +11,8 @@ use goodput_metrics::slo::Metric;
 use goodput_workload::{Arrivals, Load, Source};
 
 use crate::Outcome;
-use crate::args::{CapacityArgs, ProfileArg, SimArgs};
-use crate::plan::{BenchPlan, SimPlan, SloPlan, TargetPlan, UsageError};
+use crate::args::{CapacityArgs, SimArgs};
+use crate::plan::{BenchPlan, Profile, SimPlan, SloPlan, TargetPlan, UsageError};
 use crate::report::write_doc;
 use crate::stages::{Stage, StageResult};
 
@@ -79,7 +79,7 @@ fn step_args(a: &CapacityArgs) -> anyhow::Result<crate::args::BenchArgs> {
         return Err(usage("--max-steps", "must be at least 2"));
     }
     let mut b = a.bench.clone();
-    b.load.profile = Some(ProfileArg::Poisson);
+    b.load.profile = Some(Profile::Poisson);
     b.load.rate = Some(a.start_rate.to_string());
     let requests = b.load.requests.unwrap_or(200);
     b.load.requests = Some(requests);

@@ -39,7 +39,7 @@ fn usage(flag: &str, msg: impl std::fmt::Display) -> UsageError {
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
     goodput_metrics::units::seconds(s, 1.0)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| usage(flag, format!("`{s}` is not a duration (expected e.g. 30s, 250ms, 5m, 1h)")))
+        .ok_or_else(|| usage(flag, format!("`{s}` is not a duration of at most 100 days (e.g. 30s, 250ms, 5m, 1h)")))
 }
 
 fn positive_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
@@ -51,17 +51,26 @@ fn positive_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
 }
 
 /// Which load profile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
+    /// One request at a time.
     Synchronous,
+    /// N closed-loop users (--concurrency), optional --think-time.
     Concurrent,
+    /// Evenly spaced arrivals at --rate.
     Constant,
+    /// Poisson arrivals at --rate.
     Poisson,
+    /// Gamma inter-arrival times at --rate with --burstiness.
     Gamma,
+    /// Everything at once, bounded by --max-concurrency.
     Throughput,
+    /// Rate rising linearly from --rate-start to --rate over --ramp-duration.
     Ramp,
+    /// Synchronous, then throughput, then --sweep-points constant rates between them.
     Sweep,
+    /// Arrival times from the dataset, scaled by --time-scale.
     Replay,
 }
 
@@ -118,27 +127,24 @@ fn edge(flag: &str, v: &Option<String>) -> Result<Edge, UsageError> {
     }
 }
 
+/// The most concurrent streams (users, or an open loop's cap) one run holds.
+const MAX_CONCURRENCY: usize = 100_000;
+
+/// The slowest open loop accepted: one request every 1,000 s.
+const MIN_RATE: f64 = 0.001;
+
 fn rate(flag: &str, r: &str) -> Result<f64, UsageError> {
     match r.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(usage(flag, format!("`{r}` is not a positive number of requests per second"))),
+        Ok(v) if v.is_finite() && v >= MIN_RATE => Ok(v),
+        _ => Err(usage(flag, format!("`{r}` is not a number of requests per second of at least {MIN_RATE}"))),
     }
 }
 
 impl LoadPlan {
     pub fn from_args(a: &LoadArgs, dataset_has_times: bool) -> Result<Self, UsageError> {
-        use crate::args::ProfileArg as P;
         let inf = a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"));
         let profile = match a.profile {
-            Some(P::Synchronous) => Profile::Synchronous,
-            Some(P::Concurrent) => Profile::Concurrent,
-            Some(P::Constant) => Profile::Constant,
-            Some(P::Poisson) => Profile::Poisson,
-            Some(P::Gamma) => Profile::Gamma,
-            Some(P::Throughput) => Profile::Throughput,
-            Some(P::Ramp) => Profile::Ramp,
-            Some(P::Sweep) => Profile::Sweep,
-            Some(P::Replay) => Profile::Replay,
+            Some(p) => p,
             None => match (a.concurrency, &a.rate) {
                 (Some(_), Some(_)) => {
                     return Err(usage("--rate", "give --concurrency (closed loop) or --rate (open loop), not both"));
@@ -161,8 +167,17 @@ impl LoadPlan {
         if a.max_concurrency.is_some() && !open {
             return Err(usage("--max-concurrency", "applies to open-loop profiles; closed loops have --concurrency"));
         }
-        if a.max_concurrency == Some(0) {
-            return Err(usage("--max-concurrency", "must be at least 1"));
+        for (flag, n) in [("--max-concurrency", a.max_concurrency), ("--concurrency", a.concurrency)] {
+            match n {
+                Some(0) => return Err(usage(flag, "must be at least 1")),
+                Some(n) if n > MAX_CONCURRENCY => {
+                    return Err(usage(
+                        flag,
+                        format!("{n} is more than the {MAX_CONCURRENCY} streams one client holds"),
+                    ));
+                }
+                _ => {}
+            }
         }
         let needs_rate = matches!(profile, Profile::Constant | Profile::Poisson | Profile::Gamma | Profile::Ramp);
         if a.rate.is_some() && !needs_rate && !(profile == Profile::Throughput && inf) {
@@ -227,8 +242,8 @@ impl LoadPlan {
                     ));
                 }
                 let f = a.time_scale.unwrap_or(1.0);
-                if !(f.is_finite() && f > 0.0) {
-                    return Err(usage("--time-scale", format!("{f} must be positive")));
+                if !(f.is_finite() && f > 0.0 && f <= 1000.0) {
+                    return Err(usage("--time-scale", format!("{f} must be positive and at most 1000")));
                 }
                 open_load(Arrivals::Replay { time_scale: f })
             }
@@ -270,7 +285,10 @@ impl LoadPlan {
             cooldown: edge("--cooldown", &a.cooldown)?,
             max_errors: a.max_errors,
             grace: parse_duration("--grace", &a.grace)?,
-            export_schedule: a.export_schedule.clone(),
+            export_schedule: match &a.export_schedule {
+                Some(p) => writable("--export-schedule", p).map(|()| Some(p.clone()))?,
+                None => None,
+            },
             think_time: think,
             seed: a.seed,
         })
@@ -285,7 +303,7 @@ impl LoadPlan {
 /// Load and workload together: the dataset decides whether `replay` is possible, the profile
 /// whether the dataset cycles, and the think time applies to both.
 pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, WorkloadPlan), UsageError> {
-    let replay = l.profile == Some(crate::args::ProfileArg::Replay);
+    let replay = l.profile == Some(Profile::Replay);
     let mut workload = WorkloadPlan::from_args(w, l.seed, replay)?;
     let load = LoadPlan::from_args(l, workload.has_times())?;
     workload.spec.think_time = load.think_time.clone();
@@ -355,6 +373,9 @@ impl WorkloadPlan {
             _ => {}
         }
         let (groups, ptokens) = (a.prefix_groups.unwrap_or(0), a.prefix_tokens.unwrap_or(0));
+        if ptokens > goodput_workload::MAX_LENGTH {
+            return Err(usage("--prefix-tokens", format!("at most {} tokens", goodput_workload::MAX_LENGTH)));
+        }
         if (groups > 0) != (ptokens > 0) {
             return Err(usage(
                 if groups > 0 { "--prefix-tokens" } else { "--prefix-groups" },
@@ -469,16 +490,7 @@ pub struct OutputPlan {
 impl OutputPlan {
     pub fn from_args(a: &OutputArgs) -> Result<Self, UsageError> {
         if let Some(p) = &a.out {
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            if !dir.is_dir() {
-                return Err(usage("--out", format!("directory {} does not exist", dir.display())));
-            }
-            if p.is_dir() {
-                return Err(usage(
-                    "--out",
-                    format!("{} is a directory; give a file name like results.json", p.display()),
-                ));
-            }
+            writable("--out", p)?;
         }
         Ok(OutputPlan {
             out: a.out.clone(),
@@ -496,6 +508,29 @@ impl OutputPlan {
         let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
         Some(p.with_file_name(format!("{stem}.requests.jsonl")))
     }
+}
+
+/// Checks before a run that a file can be written at `path` (its directory exists, it is not a
+/// directory, it opens for writing), so a long run never ends in an error about its output. A
+/// file this check creates is removed again.
+pub fn writable(flag: &str, path: &Path) -> Result<(), UsageError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(usage(flag, format!("directory {} does not exist", dir.display())));
+    }
+    if path.is_dir() {
+        return Err(usage(flag, format!("{} is a directory; give a file name", path.display())));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| usage(flag, format!("cannot write {}: {e}", path.display())))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// The engine model: a validated configuration and the memory plan it implies.
@@ -700,12 +735,6 @@ pub struct SimPlan {
 impl SimPlan {
     pub fn from_args(a: &SimArgs) -> Result<Self, UsageError> {
         let (load, workload) = load_and_workload(&a.load, &a.workload)?;
-        if load.max_errors.is_some() {
-            return Err(usage(
-                "--max-errors",
-                "applies to bench only (the model refuses requests only when they cannot fit)",
-            ));
-        }
         Ok(SimPlan {
             engine: EnginePlan::from_args(a.model.as_deref(), &a.engine)?,
             ignore_eos: !a.no_ignore_eos,
@@ -771,6 +800,16 @@ mod tests {
             (&["--url", "http://h:1", "--timeout-idle", "0s"], "--timeout-idle"),
             (&["--url", "http://h:1", "--extra-body", "[1]"], "--extra-body"),
             (&["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"], "--out"),
+            (&["--url", "http://h:1", "--out", "/proc/r.json"], "--out"),
+            (&["--url", "http://h:1", "--export-schedule", "/nonexistent/s.jsonl"], "--export-schedule"),
+            // values so large they would overflow a timer or an allocation
+            (&["--url", "http://h:1", "--duration", "1e30"], "--duration"),
+            (&["--url", "http://h:1", "--timeout-total", "1e30s"], "--timeout-total"),
+            (&["--url", "http://h:1", "--grace", "1e300"], "--grace"),
+            (&["--url", "http://h:1", "--rate", "1e-300"], "--rate"),
+            (&["--url", "http://h:1", "--concurrency", "2", "--think-time", "1e30s"], "--think-time"),
+            (&["--url", "http://h:1", "--input-tokens", "4000000000"], "--input-tokens"),
+            (&["--url", "http://h:1", "--concurrency", "100000000"], "--concurrency"),
         ];
         for (args, flag) in cases {
             let e = bench(args).unwrap_err().to_string();

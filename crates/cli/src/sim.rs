@@ -48,6 +48,7 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
         duration_s: plan.load.duration.map(|d| d.as_secs_f64()),
         ignore_eos: plan.ignore_eos,
         seed: stage.seed,
+        max_errors: plan.load.max_errors,
     };
     let started = Instant::now();
     let out = simulate(&mut engine, &cfg, &mut workload);
@@ -68,6 +69,9 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
         say!("{}", console::render(&title, &summary));
         say!("{}", console::render_engine(&plan.engine, &out.stats));
     }
+    if out.max_errors_reached {
+        say!("  stopped early: --max-errors reached\n");
+    }
     let model = plan.engine.config.model.name.clone();
     let run = Run {
         name: stage.name,
@@ -78,13 +82,14 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
             model: Some(model),
             engine: Some(serde_json::to_value(&plan.engine)?),
         },
-        interrupted: false,
+        interrupted: out.max_errors_reached,
         summary,
         summary_full,
         engine_stats: Some(serde_json::to_value(&out.stats)?),
         requests: out.records,
     };
-    Ok(StageResult { run, stop: StopReason::Completed, saturated: false })
+    let stop = if out.max_errors_reached { StopReason::MaxErrors } else { StopReason::Completed };
+    Ok(StageResult { run, stop, saturated: false })
 }
 
 /// The simulated schedule: when each request arrived and its lengths (the simulator has no

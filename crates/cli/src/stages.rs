@@ -96,6 +96,7 @@ pub fn options(
         warmup: plan.warmup,
         cooldown: plan.cooldown,
         offered_rate: load.offered_rate(),
+        open_loop: matches!(load, Load::Open { .. }),
         expect_exact_output: exact_output,
         ..SummaryOptions::new()
     }

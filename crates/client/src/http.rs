@@ -35,7 +35,7 @@ impl Clock {
         self.ms(Instant::now())
     }
     pub fn instant(&self, ms: f64) -> Instant {
-        self.t0 + Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+        self.t0 + goodput_metrics::units::duration(ms / 1000.0)
     }
 }
 

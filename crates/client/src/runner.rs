@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use goodput_metrics::{ErrorClass, RequestRecord};
+use goodput_metrics::{ErrorClass, RequestRecord, units};
 use goodput_workload::{ArrivalClock, Arrivals, Conversation, Load, SessionSpec, Workload, seed};
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc};
@@ -246,7 +246,9 @@ pub async fn run(
     match cfg.load.clone() {
         Load::Closed { concurrency, think } => {
             let rx = Arc::new(tokio::sync::Mutex::new(gen_rx));
-            for user in 0..concurrency.max(1) {
+            // never more users than requests to send
+            let users = cfg.requests.map_or(concurrency, |n| concurrency.min(n.max(1) as usize));
+            for user in 0..users.max(1) {
                 let (s, rx, alive, think) = (Arc::clone(&shared), Arc::clone(&rx), alive.clone(), think.clone());
                 let mut rng = seed::rng_for(cfg.seed, 0x7573_6572_0000_0000 | user as u64);
                 tokio::spawn(async move {
@@ -254,7 +256,7 @@ pub async fn run(
                     let mut first = true;
                     loop {
                         let pause_s = if first { 0.0 } else { think.sample(&mut rng) };
-                        if pause_s > 0.0 && !pause(&s, Duration::from_secs_f64(pause_s)).await {
+                        if pause_s > 0.0 && !pause(&s, units::duration(pause_s)).await {
                             break;
                         }
                         first = false;
@@ -323,7 +325,7 @@ fn pace(
         if s.cfg.duration.is_some_and(|d| offset > d.as_secs_f64()) {
             break;
         }
-        let deadline = t0 + Duration::from_secs_f64(offset);
+        let deadline = t0 + units::duration(offset);
         if !sleep_until(deadline, &s.stop) {
             break;
         }
@@ -375,7 +377,7 @@ async fn run_session(s: &Arc<Shared>, session: SessionSpec, first_at: Option<Ins
     for (k, turn) in session.turns.iter().enumerate() {
         let scheduled = match (prev_end, first_at) {
             (Some(end), _) => {
-                let at = end + Duration::from_secs_f64(turn.think_s.max(0.0));
+                let at = end + units::duration(turn.think_s);
                 if at > Instant::now() && !pause(s, at - Instant::now()).await {
                     return;
                 }

@@ -26,6 +26,7 @@ fn main() {
             duration_s: None,
             ignore_eos: true,
             seed: 0,
+            max_errors: None,
         };
         let t = std::time::Instant::now();
         let out = simulate(&mut engine, &sim, &mut w);

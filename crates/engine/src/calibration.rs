@@ -164,6 +164,7 @@ fn predict(s: &Scenario) -> f64 {
         duration_s: None,
         ignore_eos: true,
         seed: 1,
+        max_errors: None,
     };
     let out = simulate(&mut engine, &cfg, &mut w);
     let sum = summarize(&out.records, &SummaryOptions::new());

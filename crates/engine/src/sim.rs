@@ -26,6 +26,8 @@ pub struct SimConfig {
     /// `1..=max_tokens` (seeded).
     pub ignore_eos: bool,
     pub seed: u64,
+    /// Stop sending once this many requests have failed (`--max-errors`); those in flight finish.
+    pub max_errors: Option<u64>,
 }
 
 /// What a simulation produced.
@@ -35,6 +37,8 @@ pub struct SimOutcome {
     pub stats: EngineStats,
     /// Virtual time at the end, seconds.
     pub end_s: f64,
+    /// Sending stopped because `max_errors` requests failed.
+    pub max_errors_reached: bool,
 }
 
 #[derive(Debug)]
@@ -91,6 +95,7 @@ struct Sim<'a> {
     arrival_rng: seed::Rng,
     length_rng: seed::Rng,
     sent: u64,
+    failed: u64,
     /// Requests (turns) of the sessions started so far: new sessions stop at the budget.
     planned: u64,
     in_flight: usize,
@@ -122,6 +127,7 @@ pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: &mut Workload) -
         arrival_rng: seed::rng(cfg.seed, seed::Stream::Arrivals),
         length_rng: seed::rng(cfg.seed, seed::Stream::Engine),
         sent: 0,
+        failed: 0,
         planned: 0,
         in_flight: 0,
         cap,
@@ -137,7 +143,8 @@ pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: &mut Workload) -
     }
     let end_s = sim.run();
     let stats = sim.engine.stats();
-    SimOutcome { records: sim.records, stats, end_s }
+    let max_errors_reached = sim.errors_exhausted();
+    SimOutcome { records: sim.records, stats, end_s, max_errors_reached }
 }
 
 impl Sim<'_> {
@@ -147,7 +154,11 @@ impl Sim<'_> {
     }
 
     fn budget_left(&self) -> bool {
-        self.cfg.requests.is_none_or(|n| self.sent < n)
+        self.cfg.requests.is_none_or(|n| self.sent < n) && !self.errors_exhausted()
+    }
+
+    fn errors_exhausted(&self) -> bool {
+        self.cfg.max_errors.is_some_and(|m| self.failed >= m)
     }
 
     fn within_duration(&self, t: f64) -> bool {
@@ -157,7 +168,7 @@ impl Sim<'_> {
     /// Schedules the next session: for a closed-loop user at `after` plus think time, or the next
     /// open-loop arrival.
     fn next_session(&mut self, user: Option<usize>, after: f64) {
-        if self.cfg.requests.is_some_and(|n| self.planned >= n) {
+        if self.cfg.requests.is_some_and(|n| self.planned >= n) || self.errors_exhausted() {
             return;
         }
         let Some(mut spec) = self.workload.next_session() else {
@@ -267,6 +278,7 @@ impl Sim<'_> {
                 self.records.push(rec);
             }
             Err(reject) => {
+                self.failed += 1;
                 rec.end_ms = rec.sent_ms;
                 rec.output_tokens = Some(0);
                 rec.output_tokens_source = Some(TokenSource::Server);
@@ -332,6 +344,15 @@ mod tests {
     }
 
     fn run(load: Load, requests: u64, tweak: impl FnOnce(&mut EngineConfig)) -> SimOutcome {
+        run_bounded(load, requests, None, tweak)
+    }
+
+    fn run_bounded(
+        load: Load,
+        requests: u64,
+        max_errors: Option<u64>,
+        tweak: impl FnOnce(&mut EngineConfig),
+    ) -> SimOutcome {
         let mut e = engine(tweak);
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(512),
@@ -339,8 +360,21 @@ mod tests {
             ..Default::default()
         };
         let mut w = Workload::counts_only(spec).unwrap();
-        let cfg = SimConfig { load, requests: Some(requests), duration_s: None, ignore_eos: true, seed: 0 };
+        let cfg = SimConfig { load, requests: Some(requests), duration_s: None, ignore_eos: true, seed: 0, max_errors };
         simulate(&mut e, &cfg, &mut w)
+    }
+
+    #[test]
+    fn max_errors_stops_sending() {
+        // 512-token prompts cannot be scheduled under a 256-token budget without chunked prefill
+        let tweak = |c: &mut EngineConfig| c.max_batched_tokens = 256;
+        let out = run_bounded(closed(2), 50, Some(5), tweak);
+        assert!(out.max_errors_reached);
+        assert_eq!(out.records.len(), 5);
+        assert!(out.records.iter().all(|r| r.error.as_ref().is_some_and(|e| e.class == ErrorClass::Rejected)));
+        let all = run_bounded(closed(2), 50, None, tweak);
+        assert!(!all.max_errors_reached);
+        assert_eq!(all.records.len(), 50);
     }
 
     fn closed(n: usize) -> Load {
@@ -422,7 +456,8 @@ mod tests {
             ..Default::default()
         };
         let mut w = Workload::counts_only(spec).unwrap();
-        let cfg = SimConfig { load, requests: None, duration_s: Some(2.0), ignore_eos: true, seed: 0 };
+        let cfg =
+            SimConfig { load, requests: None, duration_s: Some(2.0), ignore_eos: true, seed: 0, max_errors: None };
         let out = simulate(&mut e, &cfg, &mut w);
         assert_eq!(out.records.len(), 21, "arrivals at 0, 0.1, …, 2.0 s");
     }
@@ -436,7 +471,14 @@ mod tests {
             ..Default::default()
         };
         let mut w = Workload::counts_only(spec).unwrap();
-        let cfg = SimConfig { load: closed(4), requests: Some(100), duration_s: None, ignore_eos: false, seed: 3 };
+        let cfg = SimConfig {
+            load: closed(4),
+            requests: Some(100),
+            duration_s: None,
+            ignore_eos: false,
+            seed: 3,
+            max_errors: None,
+        };
         let out = simulate(&mut e, &cfg, &mut w);
         let lens: Vec<u64> = out.records.iter().map(|r| r.output_tokens.unwrap()).collect();
         assert!(lens.iter().all(|&n| (1..=50).contains(&n)));

@@ -147,7 +147,8 @@ fn normal_quantile(q: f64) -> f64 {
 
 /// Fewest samples for a `p`-quantile to rest on at least ten samples beyond it: `10 / (1 − p)`.
 pub fn min_samples(p: f64) -> u64 {
-    (10.0 / (1.0 - p)).ceil() as u64
+    // less a hair, so that 1 − 0.9 = 0.0999…98 in floating point still gives 100, not 101
+    (10.0 / (1.0 - p) - 1e-9).ceil() as u64
 }
 
 #[cfg(test)]
@@ -198,5 +199,7 @@ mod tests {
         assert!(l < 1980 && u > 1980 && u <= 2000, "{l} {u}");
         assert_eq!(min_samples(0.99), 1000);
         assert_eq!(min_samples(0.5), 20);
+        assert_eq!(min_samples(0.9), 100);
+        assert_eq!(min_samples(0.95), 200);
     }
 }

@@ -30,8 +30,11 @@ pub struct SummaryOptions {
     pub percentiles: PercentileMethod,
     pub warmup: Edge,
     pub cooldown: Edge,
-    /// The rate the schedule asked for (req/s), for the client self-check; `None` for closed loops.
+    /// The rate the schedule asked for (req/s), for the client self-check; `None` for closed loops
+    /// and for open loops without one nominal rate (ramp, replay), which report the drawn one.
     pub offered_rate: Option<f64>,
+    /// Arrivals follow a schedule (open loop), so the send rate can fall behind it.
+    pub open_loop: bool,
     /// Output lengths were forced (`ignore_eos`): a different received length is worth a warning.
     pub expect_exact_output: bool,
     /// Schedule lag p99 above this (ms) marks the run client-bound.
@@ -292,7 +295,6 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     }
 
     // Client self-check: achieved send rate over the span of sends.
-    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite());
     let rate_of = |f: fn(&(f64, f64, f64)) -> f64| -> Option<f64> {
         let lo = sends.iter().map(f).reduce(f64::min)?;
         let hi = sends.iter().map(f).reduce(f64::max)?;
@@ -301,6 +303,9 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.achieved_rate = rate_of(|x| x.1);
     let scheduled_rate = rate_of(|x| x.0);
     let client_rate = rate_of(|x| x.2);
+    let open_loop = opts.open_loop || opts.offered_rate.is_some();
+    // a ramp or a replay has no one nominal rate: its drawn schedule's mean rate is what it offered
+    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| open_loop));
 
     let m = opts.percentiles;
     s.ttft_ms = d.ttft.describe(m);
@@ -373,8 +378,9 @@ fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
 /// slowness showing, not the client's).
 fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Verdict {
     let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
-    let slow = match (opts.offered_rate, scheduled_rate, client_rate) {
-        (Some(_), Some(want), Some(got)) => got < 0.97 * want,
+    let open_loop = opts.open_loop || opts.offered_rate.is_some();
+    let slow = match (open_loop, scheduled_rate, client_rate) {
+        (true, Some(want), Some(got)) => got < 0.97 * want,
         _ => false,
     };
     if lagged || slow { Verdict::ClientBound } else { Verdict::Ok }
@@ -418,18 +424,33 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
             ),
         );
     }
-    let thin: Vec<String> = [("TTFT", &s.ttft_ms), ("TPOT", &s.tpot_ms), ("E2E", &s.e2e_ms)]
+    let dists = [
+        ("TTFT", &s.ttft_ms),
+        ("TTFT (sched)", &s.ttft_sched_ms),
+        ("TPOT", &s.tpot_ms),
+        ("ITL", &s.itl_ms),
+        ("chunk ITL", &s.chunk_itl_ms),
+        ("max ITL", &s.itl_max_ms),
+        ("E2E", &s.e2e_ms),
+        ("E2E (sched)", &s.e2e_sched_ms),
+    ];
+    let thin: Vec<String> = dists
         .iter()
-        .filter(|(_, d)| d.n > 0 && d.n < crate::confidence::min_samples(0.99))
-        .map(|(name, d)| format!("{name} n={}", d.n))
+        .filter_map(|(name, d)| {
+            let ps: Vec<String> = [0.5, 0.9, 0.95, 0.99]
+                .iter()
+                .filter(|&&p| d.n > 0 && d.n < crate::confidence::min_samples(p))
+                .map(|p| format!("p{}", p * 100.0))
+                .collect();
+            (!ps.is_empty()).then(|| format!("{name} n={} ({})", d.n, ps.join(", ")))
+        })
         .collect();
     if !thin.is_empty() {
         add(
             "few_samples",
             format!(
-                "p99 rests on fewer than {} samples ({}): read it with its confidence interval",
-                crate::confidence::min_samples(0.99),
-                thin.join(", ")
+                "percentiles resting on fewer than 10/(1 - p) samples: {}; read them with their confidence intervals",
+                thin.join("; ")
             ),
         );
     }

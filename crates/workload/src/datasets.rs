@@ -15,6 +15,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::WorkloadError;
+use crate::lengths::MAX_LENGTH;
 use crate::session::Message;
 
 /// Tokens per Mooncake `hash_ids` block.
@@ -162,8 +163,8 @@ fn positive(v: &Value, file: &str, line: usize, field: &str) -> Result<Option<u3
     match v.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(x) => match x.as_u64() {
-            Some(n) if n >= 1 && n <= u32::MAX as u64 => Ok(Some(n as u32)),
-            _ => Err(err(file, line, field, format!("expected a positive integer, got {x}"))),
+            Some(n) if n >= 1 && n <= MAX_LENGTH as u64 => Ok(Some(n as u32)),
+            _ => Err(err(file, line, field, format!("expected an integer from 1 to {MAX_LENGTH}, got {x}"))),
         },
     }
 }
@@ -339,16 +340,12 @@ fn azure(file: &str, text: &str) -> Result<Vec<Entry>, WorkloadError> {
         }
         let t = parse_timestamp(f[0])
             .ok_or_else(|| err(file, line, "TIMESTAMP", format!("`{}` is not YYYY-MM-DD HH:MM:SS.fraction", f[0])))?;
-        let ctx = f[1]
-            .parse::<u32>()
-            .ok()
-            .filter(|&n| n >= 1)
-            .ok_or_else(|| err(file, line, "ContextTokens", format!("`{}` is not a positive integer", f[1])))?;
-        let generated = f[2]
-            .parse::<u32>()
-            .ok()
-            .filter(|&n| n >= 1)
-            .ok_or_else(|| err(file, line, "GeneratedTokens", format!("`{}` is not a positive integer", f[2])))?;
+        let ctx = f[1].parse::<u32>().ok().filter(|n| (1..=MAX_LENGTH).contains(n)).ok_or_else(|| {
+            err(file, line, "ContextTokens", format!("`{}` is not an integer from 1 to {MAX_LENGTH}", f[1]))
+        })?;
+        let generated = f[2].parse::<u32>().ok().filter(|n| (1..=MAX_LENGTH).contains(n)).ok_or_else(|| {
+            err(file, line, "GeneratedTokens", format!("`{}` is not an integer from 1 to {MAX_LENGTH}", f[2]))
+        })?;
         let base = *t0.get_or_insert(t);
         out.push(Entry {
             line,

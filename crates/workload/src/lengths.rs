@@ -13,7 +13,11 @@ use serde::{Serialize, Serializer};
 
 use crate::WorkloadError;
 
-/// A distribution of token lengths (always ≥ 1).
+/// The longest prompt or output accepted, in tokens (the longest context of any model in the
+/// catalog, Llama-4-Scout's 10M): a larger value in a flag or a file is a typo, not a workload.
+pub const MAX_LENGTH: u32 = 10_000_000;
+
+/// A distribution of token lengths (always in `1..=MAX_LENGTH`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LengthDist {
     Fixed(u32),
@@ -25,7 +29,7 @@ pub enum LengthDist {
 
 impl LengthDist {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
-        let clip = |x: f64| x.round().clamp(1.0, u32::MAX as f64) as u32;
+        let clip = |x: f64| x.round().clamp(1.0, MAX_LENGTH as f64) as u32;
         match self {
             LengthDist::Fixed(n) => *n,
             LengthDist::Uniform { lo, hi } => rng.random_range(*lo..=*hi),
@@ -86,8 +90,8 @@ impl LengthDist {
         if values.is_empty() {
             return Err(bad(0, "no lengths in file".into()));
         }
-        if let Some(i) = values.iter().position(|&v| v == 0) {
-            return Err(bad(i + 1, "lengths must be at least 1".into()));
+        if let Some(i) = values.iter().position(|&v| v == 0 || v > MAX_LENGTH) {
+            return Err(bad(i + 1, format!("lengths must be between 1 and {MAX_LENGTH}")));
         }
         Ok(values)
     }
@@ -103,7 +107,11 @@ impl FromStr for LengthDist {
         let num = |x: &str| x.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         let expect = "expected N, uniform:A..B, normal:MEAN,STD, lognormal:MEAN,STD or file:PATH";
         if let Ok(n) = s.parse::<u32>() {
-            return if n >= 1 { Ok(LengthDist::Fixed(n)) } else { Err("a length must be at least 1".into()) };
+            return if (1..=MAX_LENGTH).contains(&n) {
+                Ok(LengthDist::Fixed(n))
+            } else {
+                Err(format!("a length must be between 1 and {MAX_LENGTH} tokens"))
+            };
         }
         let (kind, args) = s.split_once(':').ok_or_else(|| format!("`{s}`: {expect}"))?;
         match kind {
@@ -111,19 +119,21 @@ impl FromStr for LengthDist {
                 let (a, b) = args.split_once("..").ok_or_else(|| format!("`{s}`: expected uniform:A..B"))?;
                 let (lo, hi) = (a.trim().parse::<u32>(), b.trim().parse::<u32>());
                 match (lo, hi) {
-                    (Ok(lo), Ok(hi)) if lo >= 1 && lo <= hi => Ok(LengthDist::Uniform { lo, hi }),
-                    _ => Err(format!("`{s}`: expected uniform:A..B with 1 ≤ A ≤ B")),
+                    (Ok(lo), Ok(hi)) if lo >= 1 && lo <= hi && hi <= MAX_LENGTH => Ok(LengthDist::Uniform { lo, hi }),
+                    _ => Err(format!("`{s}`: expected uniform:A..B with 1 ≤ A ≤ B ≤ {MAX_LENGTH}")),
                 }
             }
             "normal" | "lognormal" => {
                 let (m, d) = args.split_once(',').ok_or_else(|| format!("`{s}`: expected {kind}:MEAN,STD"))?;
                 match (num(m), num(d)) {
-                    (Some(mean), Some(std)) if mean >= 1.0 && std >= 0.0 => Ok(if kind == "normal" {
-                        LengthDist::Normal { mean, std }
-                    } else {
-                        LengthDist::LogNormal { mean, std }
-                    }),
-                    _ => Err(format!("`{s}`: expected {kind}:MEAN,STD with MEAN ≥ 1 and STD ≥ 0")),
+                    (Some(mean), Some(std)) if (1.0..=MAX_LENGTH as f64).contains(&mean) && std >= 0.0 => {
+                        Ok(if kind == "normal" {
+                            LengthDist::Normal { mean, std }
+                        } else {
+                            LengthDist::LogNormal { mean, std }
+                        })
+                    }
+                    _ => Err(format!("`{s}`: expected {kind}:MEAN,STD with 1 ≤ MEAN ≤ {MAX_LENGTH} and STD ≥ 0")),
                 }
             }
             "file" if !args.is_empty() => Ok(LengthDist::Empirical { path: args.to_string(), values: Vec::new() }),

@@ -25,7 +25,7 @@ use serde::{Serialize, Serializer};
 
 pub use arrivals::{ArrivalClock, Arrivals};
 pub use datasets::{Dataset, DatasetKind, Prompt};
-pub use lengths::LengthDist;
+pub use lengths::{LengthDist, MAX_LENGTH};
 pub use load::Load;
 pub use session::{Conversation, Message, SessionSpec, TurnSpec};
 pub use think::ThinkTime;
