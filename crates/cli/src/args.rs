@@ -48,11 +48,12 @@ pub struct CapacityArgs {
     #[arg(long, default_value_t = 0.05, value_name = "F")]
     pub precision: f64,
     /// Each step sends at least rate × this many seconds of arrivals (and at least --requests),
-    /// so that a step reaches its steady state.
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
-    pub step_time: String,
-    /// Everything `bench` takes (target, engine, workload, SLO, output); --requests, --duration,
-    /// --warmup and --cooldown apply to each step (defaults 200 requests, 60 s, 10% warm-up).
+    /// so that a step reaches its steady state [default: 10s measured, 600s with --sim].
+    #[arg(long, value_name = "DURATION")]
+    pub step_time: Option<String>,
+    /// Everything `bench` takes (target, engine, workload, SLO, output); per step, --requests is
+    /// the fewest arrivals (200) and --duration the longest (60 s when measuring); the first tenth
+    /// of each step is warm-up.
     #[command(flatten)]
     pub bench: BenchArgs,
 }

@@ -1,13 +1,16 @@
 //! `goodput capacity`: the highest Poisson request rate at which SLO attainment stays at or above
 //! a target. Bracket (double or halve from `--start-rate`), then bisect; each step is a bounded
-//! run with a warm-up, stopped early when it is clearly saturated (requests piling up far beyond
-//! what the SLO allows). Works against a URL, the embedded engine, or in virtual time (`--sim`).
+//! run with a warm-up. A step fails when its attainment is below the target or when it is
+//! saturated: stopped early because requests piled up far beyond what the SLO allows, or its
+//! queue was still growing (schedule-anchored TTFT rising through the step, see
+//! `goodput_metrics::trend`), which a short step's attainment would hide. Works against a URL,
+//! the embedded engine, or in virtual time (`--sim`, with longer steps since they cost nothing).
 
 use serde::Serialize;
 
 use goodput_client::cancel_pair;
-use goodput_metrics::Summary;
 use goodput_metrics::slo::Metric;
+use goodput_metrics::{Summary, Verdict};
 use goodput_workload::{Arrivals, Load, Source};
 
 use crate::Outcome;
@@ -27,7 +30,16 @@ pub struct Point {
     pub ttft_p99_ms: Option<f64>,
     pub tpot_p50_ms: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
+    /// Stopped early with requests piling up, or the queue kept growing through the step.
     pub saturated: bool,
+    /// 95% Wilson interval of the attainment.
+    pub attainment_ci: Option<[f64; 2]>,
+    /// How much longer the step's last request waited for its first token than its first did
+    /// (fitted; ms): the queue's growth.
+    pub queue_growth_ms: Option<f64>,
+    /// Requests sent per second, and whether the load generator kept up with its schedule.
+    pub achieved_rate: Option<f64>,
+    pub verdict: Verdict,
 }
 
 #[derive(Serialize)]
@@ -38,6 +50,7 @@ struct Capacity {
     attainment_target: f64,
     slo: String,
     answer: String,
+    notes: Vec<String>,
     curve: Vec<Point>,
 }
 
@@ -81,18 +94,26 @@ fn step_args(a: &CapacityArgs) -> anyhow::Result<crate::args::BenchArgs> {
     let mut b = a.bench.clone();
     b.load.profile = Some(Profile::Poisson);
     b.load.rate = Some(a.start_rate.to_string());
-    let requests = b.load.requests.unwrap_or(200);
-    b.load.requests = Some(requests);
-    b.load.duration = Some(b.load.duration.clone().unwrap_or_else(|| "60s".into()));
+    b.load.requests = Some(b.load.requests.unwrap_or(200));
     if b.load.warmup.is_some() || b.load.cooldown.is_some() {
-        return Err(usage("--warmup", "capacity steps warm up on their first tenth of requests"));
+        return Err(usage(
+            "--warmup",
+            "capacity steps warm up on their first tenth; --warmup and --cooldown do not apply",
+        ));
     }
     Ok(b)
 }
 
 pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
     let b = step_args(&a)?;
-    let step_s = crate::plan::parse_duration("--step-time", &a.step_time)?.as_secs_f64();
+    // virtual seconds cost nothing: simulated steps run long enough for a slow queue to show
+    let step_time = a.step_time.as_deref().unwrap_or(if a.sim { SIM_STEP } else { "10s" });
+    let step_s = crate::plan::parse_duration("--step-time", step_time)?.as_secs_f64();
+    let max_step_s = match &a.bench.load.duration {
+        Some(d) => Some(crate::plan::parse_duration("--duration", d)?.as_secs_f64()),
+        None if a.sim => None,
+        None => Some(step_s.max(60.0)),
+    };
     let slo = SloPlan::from_args(&b.slo)?;
     let Some((slo_set, _)) = slo.slo.clone() else {
         return Err(usage("--slo", "capacity needs an SLO (--slo or --slo-preset)"));
@@ -160,6 +181,11 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         Source::Synthetic => workload.spec.output_tokens.mean(),
         Source::Dataset(_) => 256.0,
     };
+    // a queue that grew by half the TTFT budget within one step is growing without bound
+    let ttft_budget_ms = [Metric::Ttft, Metric::TtftSched, Metric::E2e, Metric::E2eSched]
+        .into_iter()
+        .find_map(|m| slo_set.limit(m))
+        .unwrap_or(1000.0);
     let e2e_budget_s = match (slo_set.limit(Metric::E2e), slo_set.limit(Metric::Ttft), slo_set.limit(Metric::Tpot)) {
         (Some(e), _, _) => e / 1000.0,
         (None, Some(t), Some(p)) => (t + mean_out * p) / 1000.0,
@@ -187,11 +213,11 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
             seed: seed + runs.len() as u64,
         };
         let first = runs.is_empty();
-        // long enough to reach a steady state; the first tenth is warm-up
-        let requests = min_requests.max((rate * step_s).ceil() as u64);
+        let secs = step_seconds(rate, step_s, min_requests, max_step_s, a.sim);
         let bound = |l: &mut crate::plan::LoadPlan| {
-            l.requests = Some(requests);
-            l.warmup = goodput_metrics::Edge::Requests(requests / 10);
+            l.requests = None;
+            l.duration = Some(std::time::Duration::from_secs_f64(secs));
+            l.warmup = goodput_metrics::Edge::Seconds(secs / 10.0);
         };
         let r: StageResult = match &target {
             Target::Bench(p, model) => {
@@ -206,7 +232,7 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
                 crate::sim::run_stage(&p, stage, true)?
             }
         };
-        let p = point(rate, &r);
+        let p = point(rate, &r, ttft_budget_ms);
         runs.push(r.run);
         Ok(Some(p))
     };
@@ -263,8 +289,32 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         (None, Some(h)) => format!("Even {h:.3} req/s does not keep {pct} of requests within {described} {what}."),
         (None, None) => "No step completed.".to_string(),
     };
+    let mut notes = Vec::new();
+    if let Some(p) = lo.and_then(|l| curve.iter().find(|p| p.rate == l))
+        && let Some([ci_lo, ci_hi]) = p.attainment_ci
+    {
+        notes.push(format!(
+            "Measured attainment at {:.2} req/s: {:.1}% (95% CI {:.1}–{:.1}%).",
+            p.rate,
+            p.attainment * 100.0,
+            ci_lo * 100.0,
+            ci_hi * 100.0
+        ));
+    }
+    let bound: Vec<String> =
+        curve.iter().filter(|p| p.verdict == Verdict::ClientBound).map(|p| format!("{:.2}", p.rate)).collect();
+    if !bound.is_empty() {
+        notes.push(format!(
+            "Warning: the load generator fell behind its schedule at {} req/s (client-bound): the server saw \
+             less load than asked there, so those steps may look better than the server is.",
+            bound.join(", ")
+        ));
+    }
     say!("{}", crate::console::render_capacity(&curve, a.attainment));
     say!("\n{answer}\n");
+    for n in &notes {
+        say!("{n}\n");
+    }
     let capacity = Capacity {
         rate: lo,
         uncertainty: lo.zip(hi).map(|(l, h)| (h - l) / 2.0),
@@ -272,6 +322,7 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         attainment_target: a.attainment,
         slo: slo_set.describe(),
         answer,
+        notes,
         curve,
     };
     if let Some(path) = &out_path {
@@ -281,29 +332,64 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
     Ok(if token.is_cancelled() { Outcome::Interrupted } else { Outcome::Ok })
 }
 
-fn point(rate: f64, r: &StageResult) -> Point {
+/// Default `--step-time` in virtual time: long, because a queue near saturation drifts for
+/// minutes before it shows whether it is stable, and simulated minutes cost milliseconds.
+const SIM_STEP: &str = "600s";
+
+/// Most requests in one simulated step (bounds the memory and time of a step at high rates).
+const SIM_STEP_REQUESTS: f64 = 500_000.0;
+
+/// How long a step sends arrivals: `--step-time`, longer if needed to send `--requests`, never
+/// beyond `max_s` (`--duration`, or 60 s when measuring), and for a simulation at most
+/// [`SIM_STEP_REQUESTS`] arrivals. Its first tenth is warm-up.
+fn step_seconds(rate: f64, step_s: f64, min_requests: u64, max_s: Option<f64>, sim: bool) -> f64 {
+    let mut secs = step_s.max(min_requests as f64 / rate);
+    if let Some(m) = max_s {
+        secs = secs.min(m);
+    }
+    if sim {
+        secs = secs.min(SIM_STEP_REQUESTS / rate);
+    }
+    secs
+}
+
+fn point(rate: f64, r: &StageResult, ttft_budget_ms: f64) -> Point {
     let s: &Summary = &r.run.summary;
     let slo = s.slo.as_ref();
-    // a saturated step's cancelled requests count against it
-    let attainment = match slo {
-        Some(g) if r.saturated => g.good as f64 / (g.attempted + s.cancelled).max(1) as f64,
-        Some(g) => g.attainment,
-        None => 0.0,
+    // a step stopped early counts its cancelled requests against it
+    let (good, attempted) = match slo {
+        Some(g) if r.saturated => (g.good, g.attempted + s.cancelled),
+        Some(g) => (g.good, g.attempted),
+        None => (0, 0),
     };
+    let trend = goodput_metrics::trend::ttft_trend(&r.run.requests, s.window.start_ms);
+    let growing = trend.is_some_and(|t| growing(t.slope, t.growth_ms, ttft_budget_ms));
     Point {
         rate,
-        attainment,
+        attainment: if attempted > 0 { good as f64 / attempted as f64 } else { 0.0 },
         request_goodput: slo.map_or(0.0, |g| g.request_goodput),
         token_goodput: slo.map_or(0.0, |g| g.token_goodput),
         ttft_p50_ms: s.ttft_ms.p50,
         ttft_p99_ms: s.ttft_ms.p99,
         tpot_p50_ms: s.tpot_ms.p50,
         tpot_p99_ms: s.tpot_ms.p99,
-        saturated: r.saturated,
+        saturated: r.saturated || growing,
+        attainment_ci: goodput_metrics::confidence::proportion_ci(good, attempted),
+        queue_growth_ms: trend.map(|t| t.growth_ms),
+        achieved_rate: s.achieved_rate,
+        verdict: s.verdict,
     }
 }
 
-/// `ttft<=200ms, p99(tpot)<=40ms` → "TTFT ≤ 200 ms and p99 TPOT ≤ 40 ms".
+/// The queue grows without bound: TTFT from the schedule rises by at least 2% of elapsed time
+/// (arrivals outpace service by 2% or more) and by at least half the TTFT budget over the step
+/// (at least 50 ms), so noise in a stable queue does not count.
+fn growing(slope: f64, growth_ms: f64, ttft_budget_ms: f64) -> bool {
+    slope >= 0.02 && growth_ms >= (0.5 * ttft_budget_ms).max(50.0)
+}
+
+/// `ttft<=200ms, p99(tpot)<=40ms` → "TTFT ≤ 200 ms and TPOT ≤ 40 ms" (the sentence says which
+/// share of requests must meet them).
 fn describe_slo(slo: &goodput_metrics::Slo) -> String {
     slo.predicates
         .iter()
@@ -311,11 +397,35 @@ fn describe_slo(slo: &goodput_metrics::Slo) -> String {
             let name = p.metric.name().to_uppercase().replace("_SCHED", " (sched)").replace("ITL_MAX", "max ITL");
             let limit =
                 if p.limit_ms >= 1000.0 { format!("{} s", p.limit_ms / 1000.0) } else { format!("{} ms", p.limit_ms) };
-            match p.percentile {
-                Some(q) => format!("p{} {name} ≤ {limit}", q * 100.0),
-                None => format!("{name} ≤ {limit}"),
-            }
+            // attainment counts requests, so a percentile bound reads as a per-request one here
+            format!("{name} ≤ {limit}")
         })
         .collect::<Vec<_>>()
         .join(" and ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_must_be_steep_and_large() {
+        // 2% of elapsed time and half a 200 ms TTFT budget
+        assert!(growing(0.02, 100.0, 200.0));
+        assert!(!growing(0.019, 1000.0, 200.0), "too shallow: noise in a stable queue");
+        assert!(!growing(0.5, 99.0, 200.0), "too small against the budget");
+        assert!(!growing(0.5, 49.0, 20.0), "under 50 ms");
+        assert!(growing(0.5, 50.0, 20.0));
+    }
+
+    #[test]
+    fn step_length() {
+        // 10 s at 100 req/s is 1000 arrivals, more than the 200 asked for
+        assert_eq!(step_seconds(100.0, 10.0, 200, Some(60.0), false), 10.0);
+        // at 1 req/s, 200 arrivals take 200 s, cut to the 60 s bound
+        assert_eq!(step_seconds(1.0, 10.0, 200, Some(60.0), false), 60.0);
+        // simulated: unbounded in time, at most 500,000 arrivals
+        assert_eq!(step_seconds(1.0, 600.0, 200, None, true), 600.0);
+        assert_eq!(step_seconds(10_000.0, 600.0, 200, None, true), 50.0);
+    }
 }

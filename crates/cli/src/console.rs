@@ -176,7 +176,7 @@ pub fn render_capacity(curve: &[crate::capacity::Point], target: f64) -> String 
     for p in curve {
         let _ = writeln!(
             o,
-            "  {:>10.3}{:>11.1}%{:>12.2}{:>12.1}{:>11}{:>11}{:>11}{:>11}{}{}",
+            "  {:>10.3}{:>11.1}%{:>12.2}{:>12.1}{:>11}{:>11}{:>11}{:>11}{}{}{}",
             p.rate,
             p.attainment * 100.0,
             p.request_goodput,
@@ -186,7 +186,12 @@ pub fn render_capacity(curve: &[crate::capacity::Point], target: f64) -> String 
             cell(p.tpot_p50_ms),
             cell(p.tpot_p99_ms),
             if p.attainment >= target && !p.saturated { "  ok" } else { "  below" },
-            if p.saturated { " (saturated: stopped early)" } else { "" }
+            match (p.saturated, p.queue_growth_ms) {
+                (false, _) => String::new(),
+                (true, Some(g)) => format!(" (saturated: queue grew {g:.0} ms)"),
+                (true, None) => " (saturated)".into(),
+            },
+            if p.verdict == goodput_metrics::Verdict::ClientBound { " (client-bound)" } else { "" }
         );
     }
     o

@@ -6,6 +6,22 @@
 //! the quantile with probability at least `1 − α`. When `n` is too small for a side, that side is
 //! unbounded (`None`).
 
+/// 95% Wilson score interval for a proportion `k / n` (an SLO attainment): `[lo, hi]`, `None`
+/// when `n = 0`. Unlike the normal approximation it stays inside [0, 1] and is sound for
+/// proportions near 0 or 1, where attainments live.
+pub fn proportion_ci(k: u64, n: u64) -> Option<[f64; 2]> {
+    if n == 0 {
+        return None;
+    }
+    let (z, n_f) = (1.959_963_984_540_054, n as f64);
+    let p = k.min(n) as f64 / n_f;
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n_f;
+    let center = (p + z2 / (2.0 * n_f)) / denom;
+    let half = z * (p * (1.0 - p) / n_f + z2 / (4.0 * n_f * n_f)).sqrt() / denom;
+    Some([(center - half).max(0.0), (center + half).min(1.0)])
+}
+
 /// `P(B ≤ k)` for `B ~ Binomial(n, p)`: exact (log-space sum) up to 200,000 samples, normal
 /// approximation with continuity correction beyond.
 pub fn binomial_cdf(k: i64, n: u64, p: f64) -> f64 {
@@ -199,6 +215,17 @@ mod tests {
         assert!(l < 1980 && u > 1980 && u <= 2000, "{l} {u}");
         assert_eq!(min_samples(0.99), 1000);
         assert_eq!(min_samples(0.5), 20);
+    }
+
+    #[test]
+    fn wilson_interval_by_hand() {
+        // 8 of 10: center (0.8 + 1.9208/10) / 1.38415 = 0.71673, half 0.22658
+        let [lo, hi] = proportion_ci(8, 10).unwrap();
+        assert!((lo - 0.49016).abs() < 1e-4 && (hi - 0.94331).abs() < 1e-4, "{lo} {hi}");
+        // all good: the upper side is 1, the lower n / (n + z²) = 100 / 103.8415
+        let [lo, hi] = proportion_ci(100, 100).unwrap();
+        assert!((lo - 0.963006).abs() < 1e-5 && hi == 1.0, "{lo} {hi}");
+        assert_eq!(proportion_ci(0, 0), None);
         assert_eq!(min_samples(0.9), 100);
         assert_eq!(min_samples(0.95), 200);
     }

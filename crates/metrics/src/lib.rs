@@ -12,6 +12,7 @@ pub mod slo;
 pub mod stats;
 pub mod summary;
 pub mod tokens;
+pub mod trend;
 pub mod units;
 
 pub use record::{ErrorClass, RequestError, RequestRecord, TokenSource};
