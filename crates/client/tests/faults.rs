@@ -118,21 +118,25 @@ async fn error_object_in_stream() {
 
 #[tokio::test]
 async fn ten_megabyte_line() {
+    // a 10 MB comment line, then a 10 MB `data:` line carrying real content
     fn script(_: usize) -> Script {
-        let big = "x".repeat(10 * 1024 * 1024);
+        let filler = "x".repeat(10 * 1024 * 1024);
+        let text = " x".repeat(5 * 1024 * 1024);
         vec![
             Step::SseHead,
-            Step::Chunk(format!(": {big}\n\n")),
+            Step::Chunk(format!(": {filler}\n\n")),
+            Step::Chunk(sse::completion(&text)),
             Step::Chunk(sse::completion(" a")),
             Step::Chunk(sse::completion(" b")),
-            Step::Chunk(sse::usage(3, 2)),
+            Step::Chunk(sse::usage(3, 3)),
             Step::Chunk(sse::done()),
             Step::End,
         ]
     }
-    let r = one(script, Duration::from_secs(20)).await;
+    let r = one(script, Duration::from_secs(30)).await;
     assert!(r.is_success(), "{:?}", r.error);
-    assert_eq!(r.event_ms.len(), 2);
+    assert_eq!(r.event_ms.len(), 3);
+    assert_eq!(r.output_tokens, Some(3));
 }
 
 #[tokio::test]

@@ -140,6 +140,8 @@ pub struct Summary {
     pub itl_max_ms: Distribution,
     pub e2e_ms: Distribution,
     pub e2e_sched_ms: Distribution,
+    /// `end − s`: until the stream closed (after usage and `[DONE]`); E2E ends at the last token.
+    pub stream_close_ms: Distribution,
     /// E2E / N (GuideLLM's "TPOT").
     pub normalized_ms: Distribution,
     /// `s − a`, whole client-side queueing (includes waiting for a concurrency cap).
@@ -246,6 +248,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         push(&mut d.itl_max, lat.itl_max);
         push(&mut d.e2e, lat.e2e);
         push(&mut d.e2e_sched, lat.e2e_sched);
+        push(&mut d.stream_close, lat.stream_close);
         push(&mut d.normalized, lat.normalized);
         for (v, w) in itl_samples(r) {
             d.itl.push_weighted(v, w);
@@ -316,6 +319,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.itl_max_ms = d.itl_max.describe(m);
     s.e2e_ms = d.e2e.describe(m);
     s.e2e_sched_ms = d.e2e_sched.describe(m);
+    s.stream_close_ms = d.stream_close.describe(m);
     s.normalized_ms = d.normalized.describe(m);
     s.client_queue_ms = d.client_queue.describe(m);
     s.schedule_lag_ms = d.schedule_lag.describe(m);
@@ -346,6 +350,7 @@ struct Dists {
     itl_max: Samples,
     e2e: Samples,
     e2e_sched: Samples,
+    stream_close: Samples,
     normalized: Samples,
     client_queue: Samples,
     schedule_lag: Samples,
@@ -411,6 +416,18 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
                 "our tokenizer counts {:+.1}% output tokens vs the server's usage over {} requests: \
                  pass --tokenizer with the served model's tokenizer.json",
                 p, s.token_counts.output.requests
+            ),
+        );
+    }
+    if let Some(p) = s.token_counts.input.diff_pct
+        && p.abs() > 5.0
+    {
+        add(
+            "input_token_count_mismatch",
+            format!(
+                "our tokenizer counts {:+.1}% prompt tokens vs the server's usage over {} requests: pass --tokenizer \
+                 with the served model's tokenizer.json (over --api chat the server also counts its chat template)",
+                p, s.token_counts.input.requests
             ),
         );
     }
@@ -507,7 +524,7 @@ mod tests {
         assert_eq!(s.output_throughput, 5.0);
         assert_eq!(s.total_throughput, 35.0);
         // in flight: 300 + 500 + 500 ms over 1000 ms
-        assert!((s.mean_concurrency - 1.3).abs() < 1e-12);
+        assert!((s.mean_concurrency - 1.3).abs() < 1e-12, "{}", s.mean_concurrency);
         assert_eq!(s.ttft_ms.mean, Some(150.0));
         assert_eq!(s.ttft_ms.p50, Some(150.0));
         assert_eq!(s.tpot_ms.mean, Some(200.0));
@@ -520,6 +537,19 @@ mod tests {
             vec!["few_samples", "failed_requests"]
         );
         assert_eq!(s.verdict, Verdict::Ok);
+    }
+
+    #[test]
+    fn stream_close_is_apart_from_e2e() {
+        // the stream closes 4 ms after the last token (usage chunk and [DONE])
+        let mut r0 = ok(0, 0.0, 0.0, &[100.0, 200.0, 300.0], 10);
+        r0.end_ms = Some(304.0);
+        let r1 = ok(1, 0.0, 0.0, &[50.0, 100.0], 10); // closes with its last token
+        let s = summarize(&[r0, r1], &SummaryOptions::new());
+        assert_eq!(s.e2e_ms.mean, Some(200.0)); // (300 + 100) / 2
+        assert_eq!(s.stream_close_ms.n, 2);
+        assert_eq!(s.stream_close_ms.mean, Some(202.0)); // (304 + 100) / 2
+        assert_eq!(s.stream_close_ms.max, Some(304.0));
     }
 
     #[test]
@@ -586,5 +616,13 @@ mod tests {
         let s = summarize(&[r], &SummaryOptions::new());
         assert_eq!(s.token_counts.output.diff_pct, Some(10.0));
         assert!(s.warnings.iter().any(|w| w.code == "token_count_mismatch"));
+        assert!(!s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"));
+        // prompts: 80 counted here vs 100 by the server is −20%
+        let mut r = ok(0, 0.0, 0.0, &[1.0, 2.0], 1);
+        r.input_tokens_client = Some(80);
+        r.input_tokens_server = Some(100);
+        let s = summarize(&[r], &SummaryOptions::new());
+        assert_eq!(s.token_counts.input.diff_pct, Some(-20.0));
+        assert!(s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"));
     }
 }

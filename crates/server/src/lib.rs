@@ -113,7 +113,8 @@ impl AppState {
     }
 }
 
-/// The router: OpenAI endpoints, `/health`, `/metrics`, and OpenAI-style 404s for anything else.
+/// The router: OpenAI endpoints, `/health`, `/metrics`, and OpenAI-style 404s for anything else
+/// (405s for a known path with the wrong method).
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/completions", post(completions))
@@ -123,6 +124,10 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(prometheus))
         .fallback(|req: Request| async move {
             ApiError::not_found(format!("no route for {} {}", req.method(), req.uri().path())).into_response()
+        })
+        .method_not_allowed_fallback(|req: Request| async move {
+            let m = format!("{} is not allowed on {}", req.method(), req.uri().path());
+            ApiError::method_not_allowed(m).into_response()
         })
         .with_state(state)
 }

@@ -20,6 +20,9 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> Self {
         ApiError { status: StatusCode::NOT_FOUND, message: message.into(), kind: "not_found_error" }
     }
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        ApiError { status: StatusCode::METHOD_NOT_ALLOWED, message: message.into(), kind: "invalid_request_error" }
+    }
     pub fn too_large(limit: usize) -> Self {
         ApiError {
             status: StatusCode::PAYLOAD_TOO_LARGE,

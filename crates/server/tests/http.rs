@@ -64,6 +64,10 @@ async fn every_error_case_over_http() {
     assert_eq!(s, 404);
     openai_error(&v, 404);
 
+    let (s, v) = post(&e, "/v1/models", r#"{}"#).await;
+    assert_eq!(s, 405);
+    assert!(openai_error(&v, 405).contains("POST is not allowed on /v1/models"));
+
     let (s, v) = post(&e, "/v1/completions", r#"{"model":"llama-3.1-8b","prompt":"hi","max_tokens":200000}"#).await;
     assert_eq!(s, 400);
     assert!(openai_error(&v, 400).contains("maximum context length is 131072"));

@@ -54,6 +54,16 @@ impl LengthDist {
         }
     }
 
+    /// The smallest value it can produce.
+    pub fn min(&self) -> u32 {
+        match self {
+            LengthDist::Fixed(n) => *n,
+            LengthDist::Uniform { lo, .. } => *lo,
+            LengthDist::Empirical { values, .. } => values.iter().copied().min().unwrap_or(1),
+            LengthDist::Normal { .. } | LengthDist::LogNormal { .. } => 1,
+        }
+    }
+
     /// The largest value it can produce (`None` when unbounded).
     pub fn max(&self) -> Option<u32> {
         match self {
