@@ -195,6 +195,55 @@ fn every_dataset_runs_in_bench_and_sim() {
 }
 
 #[test]
+fn synthetic_sessions_with_shared_prefixes() {
+    let args = [
+        "--sessions",
+        "--turns",
+        "3",
+        "--think-time",
+        "5ms",
+        "--prefix-groups",
+        "2",
+        "--prefix-tokens",
+        "32",
+        "--concurrency",
+        "2",
+        "--requests",
+        "12",
+        "--api",
+        "chat",
+    ];
+    for cmd in ["sim", "bench"] {
+        let mut a = vec![cmd];
+        a.extend_from_slice(&args);
+        a.extend_from_slice(FAST);
+        if cmd == "sim" {
+            a.retain(|x| *x != "--api" && *x != "chat");
+        }
+        let d = doc(&format!("synth-sessions-{cmd}"), &a);
+        let reqs = d["runs"][0]["requests"].as_array().unwrap();
+        assert_eq!(reqs.len(), 12, "{cmd}");
+        assert!(reqs.iter().all(|r| r["error"].is_null()), "{cmd}");
+        // four sessions of three turns
+        for session in 0..4u64 {
+            let turns: Vec<&Value> = reqs.iter().filter(|r| r["session"] == session).collect();
+            let mut idx: Vec<u64> = turns.iter().map(|r| r["turn"].as_u64().unwrap()).collect();
+            idx.sort();
+            assert_eq!(idx, [0, 1, 2], "{cmd}: session {session}");
+            // each turn resends the conversation so far: prompts grow
+            let len = |t: u64| turns.iter().find(|r| r["turn"] == t).unwrap()["input_tokens"].as_u64().unwrap();
+            assert!(len(0) < len(1) && len(1) < len(2), "{cmd}: {} {} {}", len(0), len(1), len(2));
+            // the first turn: a 32-token shared system prompt and a 64-token user message (the chat
+            // template adds a few)
+            assert!((96..=120).contains(&len(0)), "{cmd}: {}", len(0));
+        }
+        let s = summary(&d);
+        assert_eq!(s["ttft_first_turn_ms"]["n"], 4, "{cmd}");
+        assert_eq!(s["ttft_later_turns_ms"]["n"], 8, "{cmd}");
+    }
+}
+
+#[test]
 fn warmup_and_cooldown_narrow_the_window() {
     both("window", &["--concurrency", "2", "--requests", "12", "--warmup", "2", "--cooldown", "2"], |cmd, d| {
         let s = summary(d);
