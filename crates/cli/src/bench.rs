@@ -149,7 +149,14 @@ pub(crate) async fn run_stage(
     let saturated = log.saturated.load(std::sync::atomic::Ordering::SeqCst);
     let stop = if saturated { StopReason::Completed } else { outcome.stop };
 
-    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos, &plan.slo);
+    let opts = stages::options(
+        &plan.load,
+        &stage.load,
+        plan.output.percentiles,
+        plan.ignore_eos,
+        plan.api == goodput_client::openai::Api::Completions,
+        &plan.slo,
+    );
     let (summary, summary_full) = stages::summaries(&outcome.records, &opts);
     let mut engine_stats = None;
     let mut engine_block = String::new();

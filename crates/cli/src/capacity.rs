@@ -32,6 +32,8 @@ pub struct Point {
     pub tpot_p99_ms: Option<f64>,
     /// Stopped early with requests piling up, or the queue kept growing through the step.
     pub saturated: bool,
+    /// Stopped early (measuring only): more requests in flight than the SLO allows.
+    pub stopped_early: bool,
     /// 95% Wilson interval of the attainment.
     pub attainment_ci: Option<[f64; 2]>,
     /// How much longer the step's last request waited for its first token than its first did
@@ -305,8 +307,9 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         curve.iter().filter(|p| p.verdict == Verdict::ClientBound).map(|p| format!("{:.2}", p.rate)).collect();
     if !bound.is_empty() {
         notes.push(format!(
-            "Warning: the load generator fell behind its schedule at {} req/s (client-bound): the server saw \
-             less load than asked there, so those steps may look better than the server is.",
+            "Warning: the load generator was client-bound at {} req/s (its sends lagged the schedule by over \
+             1 ms at p99, or fell below 97% of its rate; see those runs' warnings): those steps measured the \
+             client as well as the server.",
             bound.join(", ")
         ));
     }
@@ -339,13 +342,17 @@ const SIM_STEP: &str = "600s";
 /// Most requests in one simulated step (bounds the memory and time of a step at high rates).
 const SIM_STEP_REQUESTS: f64 = 500_000.0;
 
+/// Fewest arrivals a step expects, whatever bounds it: a step with nothing measured says nothing.
+const MIN_STEP_ARRIVALS: f64 = 20.0;
+
 /// How long a step sends arrivals: `--step-time`, longer if needed to send `--requests`, never
-/// beyond `max_s` (`--duration`, or 60 s when measuring), and for a simulation at most
-/// [`SIM_STEP_REQUESTS`] arrivals. Its first tenth is warm-up.
+/// beyond `max_s` (`--duration`, or 60 s when measuring) unless that leaves fewer than
+/// [`MIN_STEP_ARRIVALS`], and for a simulation at most [`SIM_STEP_REQUESTS`] arrivals. Its first
+/// tenth is warm-up.
 fn step_seconds(rate: f64, step_s: f64, min_requests: u64, max_s: Option<f64>, sim: bool) -> f64 {
     let mut secs = step_s.max(min_requests as f64 / rate);
     if let Some(m) = max_s {
-        secs = secs.min(m);
+        secs = secs.min(m).max(MIN_STEP_ARRIVALS / rate);
     }
     if sim {
         secs = secs.min(SIM_STEP_REQUESTS / rate);
@@ -374,6 +381,7 @@ fn point(rate: f64, r: &StageResult, ttft_budget_ms: f64) -> Point {
         tpot_p50_ms: s.tpot_ms.p50,
         tpot_p99_ms: s.tpot_ms.p99,
         saturated: r.saturated || growing,
+        stopped_early: r.saturated,
         attainment_ci: goodput_metrics::confidence::proportion_ci(good, attempted),
         queue_growth_ms: trend.map(|t| t.growth_ms),
         achieved_rate: s.achieved_rate,
@@ -424,6 +432,8 @@ mod tests {
         assert_eq!(step_seconds(100.0, 10.0, 200, Some(60.0), false), 10.0);
         // at 1 req/s, 200 arrivals take 200 s, cut to the 60 s bound
         assert_eq!(step_seconds(1.0, 10.0, 200, Some(60.0), false), 60.0);
+        // at 0.1 req/s, 60 s would hold about 6 arrivals: it runs for 20 of them instead
+        assert_eq!(step_seconds(0.1, 10.0, 200, Some(60.0), false), 200.0);
         // simulated: unbounded in time, at most 500,000 arrivals
         assert_eq!(step_seconds(1.0, 600.0, 200, None, true), 600.0);
         assert_eq!(step_seconds(10_000.0, 600.0, 200, None, true), 50.0);

@@ -189,10 +189,11 @@ pub fn render_capacity(curve: &[crate::capacity::Point], target: f64) -> String 
             cell(p.tpot_p50_ms),
             cell(p.tpot_p99_ms),
             if p.attainment >= target && !p.saturated { "  ok" } else { "  below" },
-            match (p.saturated, p.queue_growth_ms) {
-                (false, _) => String::new(),
-                (true, Some(g)) => format!(" (saturated: queue grew {g:.0} ms)"),
-                (true, None) => " (saturated)".into(),
+            match (p.saturated, p.stopped_early, p.queue_growth_ms) {
+                (false, ..) => String::new(),
+                (true, true, _) => " (saturated: stopped early)".into(),
+                (true, false, Some(g)) => format!(" (saturated: queue grew {g:.0} ms)"),
+                (true, false, None) => " (saturated)".into(),
             },
             if p.verdict == goodput_metrics::Verdict::ClientBound { " (client-bound)" } else { "" }
         );

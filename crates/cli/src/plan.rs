@@ -510,25 +510,48 @@ impl OutputPlan {
     }
 }
 
-/// Checks before a run that a file can be written at `path` (its directory exists, it is not a
-/// directory, it opens for writing), so a long run never ends in an error about its output. A
-/// file this check creates is removed again.
+/// Checks before a run that a file can be written at `path`, so a long run never ends in an error
+/// about its output: its directory exists and takes new files (results are written to a temporary
+/// file there and renamed), and `path` is absent or a regular file (not a directory, a FIFO or a
+/// dangling link). Nothing existing is opened or changed; the probe file is removed.
 pub fn writable(flag: &str, path: &Path) -> Result<(), UsageError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         return Err(usage(flag, format!("directory {} does not exist", dir.display())));
     }
-    if path.is_dir() {
-        return Err(usage(flag, format!("{} is a directory; give a file name", path.display())));
+    match (std::fs::symlink_metadata(path), std::fs::metadata(path)) {
+        (Err(_), _) => {}
+        (Ok(_), Ok(m)) if m.is_file() => {}
+        (Ok(_), Ok(m)) if m.is_dir() => {
+            return Err(usage(flag, format!("{} is a directory; give a file name", path.display())));
+        }
+        (Ok(_), Ok(_)) => return Err(usage(flag, format!("{} is not a regular file", path.display()))),
+        (Ok(_), Err(_)) => return Err(usage(flag, format!("{} is a dangling symbolic link", path.display()))),
     }
-    let existed = path.exists();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let probe = dir.join(format!(".{name}.{}.goodput-probe", std::process::id()));
     std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| usage(flag, format!("cannot write {}: {e}", path.display())))?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| usage(flag, format!("cannot write in {}: {e}", dir.display())))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Refuses a run that would write one file twice, or over its own input: `--export-schedule`
+/// against `--out`, its JSONL log and the `--dataset` file.
+fn distinct_files(load: &LoadPlan, w: &WorkloadArgs, out: &OutputPlan) -> Result<(), UsageError> {
+    let Some(export) = &load.export_schedule else { return Ok(()) };
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let dataset = w.dataset.as_deref().and_then(|d| d.split_once(':')).map(|(_, p)| std::path::PathBuf::from(p));
+    let others = [("--out", out.out.clone()), ("--out's JSONL log", out.jsonl_path()), ("--dataset", dataset)];
+    for (what, p) in others {
+        if let Some(p) = p
+            && abs(&p) == abs(export)
+        {
+            return Err(usage("--export-schedule", format!("{} is also {what}: give another file", export.display())));
+        }
     }
     Ok(())
 }
@@ -703,6 +726,8 @@ impl BenchPlan {
             }
             None => None,
         };
+        let output = OutputPlan::from_args(&a.output)?;
+        distinct_files(&load, &a.workload, &output)?;
         Ok(BenchPlan {
             ca_cert: a.ca_cert.clone(),
             ca_pem,
@@ -719,7 +744,7 @@ impl BenchPlan {
             load,
             timeouts: a.timeouts.plan()?,
             slo: SloPlan::from_args(&a.slo)?,
-            output: OutputPlan::from_args(&a.output)?,
+            output,
         })
     }
 }
@@ -760,14 +785,9 @@ impl SimPlan {
         let (load, workload) = load_and_workload(&a.load, &a.workload)?;
         let engine = EnginePlan::from_args(a.model.as_deref(), &a.engine)?;
         check_workload_fits(&engine, &workload)?;
-        Ok(SimPlan {
-            engine,
-            ignore_eos: !a.no_ignore_eos,
-            workload,
-            load,
-            slo: SloPlan::from_args(&a.slo)?,
-            output: OutputPlan::from_args(&a.output)?,
-        })
+        let output = OutputPlan::from_args(&a.output)?;
+        distinct_files(&load, &a.workload, &output)?;
+        Ok(SimPlan { engine, ignore_eos: !a.no_ignore_eos, workload, load, slo: SloPlan::from_args(&a.slo)?, output })
     }
 }
 
@@ -827,6 +847,12 @@ mod tests {
             (&["--url", "http://h:1", "--out", "/nonexistent/dir/r.json"], "--out"),
             (&["--url", "http://h:1", "--out", "/proc/r.json"], "--out"),
             (&["--url", "http://h:1", "--export-schedule", "/nonexistent/s.jsonl"], "--export-schedule"),
+            (&["--url", "http://h:1", "--export-schedule", "/tmp/x.json", "--out", "/tmp/x.json"], "--export-schedule"),
+            (
+                &["--url", "http://h:1", "--export-schedule", "/tmp/x.requests.jsonl", "--out", "/tmp/x.json"],
+                "--export-schedule",
+            ),
+            (&["--url", "http://h:1", "--out", "/dev/null"], "--out"),
             // values so large they would overflow a timer or an allocation
             (&["--url", "http://h:1", "--duration", "1e30"], "--duration"),
             (&["--url", "http://h:1", "--timeout-total", "1e30s"], "--timeout-total"),
@@ -843,6 +869,27 @@ mod tests {
             let e = bench(args).unwrap_err().to_string();
             assert!(e.starts_with(flag), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn writable_checks_without_touching() {
+        let dir = std::env::temp_dir().join(format!("goodput-writable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // an existing file is neither truncated nor removed; a new one is not left behind
+        let existing = dir.join("r.json");
+        std::fs::write(&existing, "keep").unwrap();
+        writable("--out", &existing).unwrap();
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep");
+        let fresh = dir.join("new.json");
+        writable("--out", &fresh).unwrap();
+        assert!(!fresh.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no probe left");
+        // a dangling link and a directory are refused
+        let link = dir.join("dangling.json");
+        std::os::unix::fs::symlink(dir.join("nowhere/x"), &link).unwrap();
+        assert!(writable("--out", &link).unwrap_err().to_string().contains("dangling"));
+        assert!(writable("--out", &dir).unwrap_err().to_string().contains("directory"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

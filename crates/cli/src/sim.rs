@@ -53,7 +53,7 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
     let started = Instant::now();
     let out = simulate(&mut engine, &cfg, &mut workload);
     let wall = started.elapsed().as_secs_f64();
-    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos, &plan.slo);
+    let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos, false, &plan.slo);
     let (summary, summary_full) = stages::summaries(&out.records, &opts);
     if sweep {
         say!("{}\n", console::stage_line(stage.name.as_deref().unwrap_or("-"), &summary));

@@ -88,6 +88,7 @@ pub fn options(
     load: &Load,
     percentiles: goodput_metrics::PercentileMethod,
     exact_output: bool,
+    compare_input_counts: bool,
     slo: &crate::plan::SloPlan,
 ) -> SummaryOptions {
     SummaryOptions {
@@ -96,7 +97,8 @@ pub fn options(
         warmup: plan.warmup,
         cooldown: plan.cooldown,
         offered_rate: load.offered_rate(),
-        open_loop: matches!(load, Load::Open { .. }),
+        offered_is_drawn: matches!(load, Load::Open { arrivals: Arrivals::Ramp { .. } | Arrivals::Replay { .. }, .. }),
+        compare_input_counts,
         expect_exact_output: exact_output,
         ..SummaryOptions::new()
     }

@@ -31,10 +31,12 @@ pub struct SummaryOptions {
     pub warmup: Edge,
     pub cooldown: Edge,
     /// The rate the schedule asked for (req/s), for the client self-check; `None` for closed loops
-    /// and for open loops without one nominal rate (ramp, replay), which report the drawn one.
+    /// and all-at-once, and for open loops without one nominal rate (ramp, replay): see below.
     pub offered_rate: Option<f64>,
-    /// Arrivals follow a schedule (open loop), so the send rate can fall behind it.
-    pub open_loop: bool,
+    /// A ramp or a replay: its offered rate is the drawn schedule's mean rate.
+    pub offered_is_drawn: bool,
+    /// Client and server prompt counts should agree (completions API: no chat template).
+    pub compare_input_counts: bool,
     /// Output lengths were forced (`ignore_eos`): a different received length is worth a warning.
     pub expect_exact_output: bool,
     /// Schedule lag p99 above this (ms) marks the run client-bound.
@@ -141,6 +143,7 @@ pub struct Summary {
     pub e2e_ms: Distribution,
     pub e2e_sched_ms: Distribution,
     /// `end − s`: until the stream closed (after usage and `[DONE]`); E2E ends at the last token.
+    #[serde(default)]
     pub stream_close_ms: Distribution,
     /// E2E / N (GuideLLM's "TPOT").
     pub normalized_ms: Distribution,
@@ -306,9 +309,8 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.achieved_rate = rate_of(|x| x.1);
     let scheduled_rate = rate_of(|x| x.0);
     let client_rate = rate_of(|x| x.2);
-    let open_loop = opts.open_loop || opts.offered_rate.is_some();
     // a ramp or a replay has no one nominal rate: its drawn schedule's mean rate is what it offered
-    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| open_loop));
+    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| opts.offered_is_drawn));
 
     let m = opts.percentiles;
     s.ttft_ms = d.ttft.describe(m);
@@ -383,8 +385,8 @@ fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
 /// slowness showing, not the client's).
 fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Verdict {
     let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
-    let open_loop = opts.open_loop || opts.offered_rate.is_some();
-    let slow = match (open_loop, scheduled_rate, client_rate) {
+    let scheduled = opts.offered_rate.is_some() || opts.offered_is_drawn;
+    let slow = match (scheduled, scheduled_rate, client_rate) {
         (true, Some(want), Some(got)) => got < 0.97 * want,
         _ => false,
     };
@@ -421,12 +423,13 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
     }
     if let Some(p) = s.token_counts.input.diff_pct
         && p.abs() > 5.0
+        && opts.compare_input_counts
     {
         add(
             "input_token_count_mismatch",
             format!(
                 "our tokenizer counts {:+.1}% prompt tokens vs the server's usage over {} requests: pass --tokenizer \
-                 with the served model's tokenizer.json (over --api chat the server also counts its chat template)",
+                 with the served model's tokenizer.json",
                 p, s.token_counts.input.requests
             ),
         );
@@ -621,8 +624,10 @@ mod tests {
         let mut r = ok(0, 0.0, 0.0, &[1.0, 2.0], 1);
         r.input_tokens_client = Some(80);
         r.input_tokens_server = Some(100);
-        let s = summarize(&[r], &SummaryOptions::new());
+        let s = summarize(&[r.clone()], &SummaryOptions::new());
         assert_eq!(s.token_counts.input.diff_pct, Some(-20.0));
+        assert!(!s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"), "chat: the template differs");
+        let s = summarize(&[r], &SummaryOptions { compare_input_counts: true, ..SummaryOptions::new() });
         assert!(s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"));
     }
 }
