@@ -454,23 +454,35 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
         ("E2E", &s.e2e_ms),
         ("E2E (sched)", &s.e2e_sched_ms),
     ];
-    let thin: Vec<String> = dists
-        .iter()
-        .filter_map(|(name, d)| {
-            let ps: Vec<String> = [0.5, 0.9, 0.95, 0.99]
-                .iter()
-                .filter(|&&p| d.n > 0 && d.n < crate::confidence::min_samples(p))
-                .map(|p| format!("p{}", p * 100.0))
-                .collect();
-            (!ps.is_empty()).then(|| format!("{name} n={} ({})", d.n, ps.join(", ")))
-        })
-        .collect();
-    if !thin.is_empty() {
+    // distributions with the same n are thin at the same percentiles: one group each
+    let ps = [0.5, 0.9, 0.95, 0.99];
+    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
+    for (name, d) in dists {
+        if d.n == 0 || d.n >= crate::confidence::min_samples(0.99) {
+            continue;
+        }
+        match groups.iter_mut().find(|g| g.0 == d.n) {
+            Some(g) => g.1.push(name),
+            None => groups.push((d.n, vec![name])),
+        }
+    }
+    if !groups.is_empty() {
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(n, names)| {
+                let thin: Vec<String> = ps
+                    .iter()
+                    .filter(|&&p| *n < crate::confidence::min_samples(p))
+                    .map(|p| format!("p{}", p * 100.0))
+                    .collect();
+                format!("{} of {} (n={n})", thin.join(", "), names.join(", "))
+            })
+            .collect();
         add(
             "few_samples",
             format!(
-                "percentiles resting on fewer than 10/(1 - p) samples: {}; read them with their confidence intervals",
-                thin.join("; ")
+                "{} rest on fewer than 10/(1 - p) samples: read them with their confidence intervals",
+                parts.join("; ")
             ),
         );
     }
@@ -538,6 +550,12 @@ mod tests {
         assert_eq!(
             s.warnings.iter().map(|w| w.code.as_str()).collect::<Vec<_>>(),
             vec!["few_samples", "failed_requests"]
+        );
+        assert_eq!(
+            s.warnings[0].message,
+            "p50, p90, p95, p99 of TTFT, TTFT (sched), TPOT, max ITL, E2E, E2E (sched) (n=2); \
+             p50, p90, p95, p99 of ITL, chunk ITL (n=3) rest on fewer than 10/(1 - p) samples: \
+             read them with their confidence intervals"
         );
         assert_eq!(s.verdict, Verdict::Ok);
     }
