@@ -16,15 +16,18 @@ BIN="$CACHE/llama-server"
 MODEL="$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 need_tools() {
-  if ! command -v cmake >/dev/null || ! command -v ninja >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake ninja-build unzip >/dev/null
-    else
-      echo "llama-server.sh: cmake and ninja-build are needed (apt-get install cmake ninja-build)" >&2
-      exit 2
-    fi
+  local missing=()
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v ninja >/dev/null || missing+=(ninja-build)
+  command -v unzip >/dev/null || missing+=(unzip)
+  python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "llama-server.sh: ${missing[*]} needed (apt-get install ${missing[*]})" >&2
+    exit 2
   fi
-  command -v unzip >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -qq unzip >/dev/null; }
 }
 
 build() {
