@@ -20,6 +20,7 @@ need_tools() {
   command -v cmake >/dev/null || missing+=(cmake)
   command -v ninja >/dev/null || missing+=(ninja-build)
   command -v unzip >/dev/null || missing+=(unzip)
+  command -v c++ >/dev/null || missing+=(g++)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ]; then

@@ -84,8 +84,11 @@ fn step_args(a: &CapacityArgs) -> anyhow::Result<crate::args::BenchArgs> {
     if !(a.attainment > 0.0 && a.attainment <= 1.0) {
         return Err(usage("--attainment", "must be in (0, 1]"));
     }
-    if !(a.start_rate.is_finite() && a.start_rate > 0.0) {
-        return Err(usage("--start-rate", "must be a positive number of requests per second"));
+    if !(crate::plan::MIN_RATE..=MAX_RATE).contains(&a.start_rate) {
+        return Err(usage(
+            "--start-rate",
+            &format!("must be between {} and {MAX_RATE} requests per second", crate::plan::MIN_RATE),
+        ));
     }
     if !(a.precision > 0.0 && a.precision < 1.0) {
         return Err(usage("--precision", "must be in (0, 1)"));
@@ -239,6 +242,11 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         Ok(Some(p))
     };
     let passes = |p: &Point| !p.saturated && p.attainment >= a.attainment;
+    // a step in which nothing succeeded says the target is unusable, not that the rate is too high
+    let dead = |runs: &[goodput_metrics::result::Run]| {
+        runs.last().is_some_and(|r| r.summary.completed == 0 && r.summary.attempted > 0)
+    };
+    let mut unusable = false;
 
     // bracket
     let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
@@ -247,6 +255,10 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         let Some(p) = measure(rate, &mut runs).await? else { break };
         let ok = passes(&p);
         curve.push(p);
+        if dead(&runs) {
+            unusable = true;
+            break;
+        }
         if ok {
             lo = Some(rate);
             if hi.is_some() {
@@ -255,7 +267,7 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
             rate *= 2.0;
         } else {
             hi = Some(rate);
-            if lo.is_some() || rate < 1e-3 {
+            if lo.is_some() || rate / 2.0 < crate::plan::MIN_RATE {
                 break;
             }
             rate /= 2.0;
@@ -275,6 +287,10 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
             hi = Some(mid);
         }
         curve.push(p);
+        if dead(&runs) {
+            unusable = true;
+            break;
+        }
     }
     curve.sort_by(|x, y| x.rate.total_cmp(&y.rate));
 
@@ -290,6 +306,17 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         ),
         (None, Some(h)) => format!("Even {h:.3} req/s does not keep {pct} of requests within {described} {what}."),
         (None, None) => "No step completed.".to_string(),
+    };
+    let answer = if unusable {
+        let r = runs.last().map(|r| &r.summary);
+        let classes: Vec<String> =
+            r.map(|s| s.failed_by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect()).unwrap_or_default();
+        format!(
+            "The search stopped: no request succeeded in the last step ({}), so the target could not be used.",
+            classes.join(", ")
+        )
+    } else {
+        answer
     };
     let mut notes = Vec::new();
     if let Some(p) = lo.and_then(|l| curve.iter().find(|p| p.rate == l))
@@ -332,12 +359,21 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         write_doc(path, runs, Some(serde_json::to_value(&capacity)?))?;
         say!("  results      {}\n", path.display());
     }
-    Ok(if token.is_cancelled() { Outcome::Interrupted } else { Outcome::Ok })
+    Ok(if token.is_cancelled() {
+        Outcome::Interrupted
+    } else if unusable {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    })
 }
 
 /// Default `--step-time` in virtual time: long, because a queue near saturation drifts for
 /// minutes before it shows whether it is stable, and simulated minutes cost milliseconds.
 const SIM_STEP: &str = "600s";
+
+/// Highest `--start-rate` accepted (requests per second).
+const MAX_RATE: f64 = 1e6;
 
 /// Most requests in one simulated step (bounds the memory and time of a step at high rates).
 const SIM_STEP_REQUESTS: f64 = 500_000.0;

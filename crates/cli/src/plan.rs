@@ -131,7 +131,7 @@ fn edge(flag: &str, v: &Option<String>) -> Result<Edge, UsageError> {
 const MAX_CONCURRENCY: usize = 100_000;
 
 /// The slowest open loop accepted: one request every 1,000 s.
-const MIN_RATE: f64 = 0.001;
+pub(crate) const MIN_RATE: f64 = 0.001;
 
 fn rate(flag: &str, r: &str) -> Result<f64, UsageError> {
     match r.trim().parse::<f64>() {
@@ -539,18 +539,23 @@ pub fn writable(flag: &str, path: &Path) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// Refuses a run that would write one file twice, or over its own input: `--export-schedule`
-/// against `--out`, its JSONL log and the `--dataset` file.
+/// Refuses a run that would write one file twice, or over its own input: `--out`, its JSONL log,
+/// `--export-schedule` and the `--dataset` file must all differ.
 fn distinct_files(load: &LoadPlan, w: &WorkloadArgs, out: &OutputPlan) -> Result<(), UsageError> {
-    let Some(export) = &load.export_schedule else { return Ok(()) };
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let dataset = w.dataset.as_deref().and_then(|d| d.split_once(':')).map(|(_, p)| std::path::PathBuf::from(p));
-    let others = [("--out", out.out.clone()), ("--out's JSONL log", out.jsonl_path()), ("--dataset", dataset)];
-    for (what, p) in others {
-        if let Some(p) = p
-            && abs(&p) == abs(export)
-        {
-            return Err(usage("--export-schedule", format!("{} is also {what}: give another file", export.display())));
+    let files = [
+        ("--dataset", dataset),
+        ("--out", out.out.clone()),
+        ("--out's JSONL log", out.jsonl_path()),
+        ("--export-schedule", load.export_schedule.clone()),
+    ];
+    let given: Vec<(&str, std::path::PathBuf)> =
+        files.into_iter().filter_map(|(f, p)| p.map(|p| (f, abs(&p)))).collect();
+    for (i, (a, pa)) in given.iter().enumerate() {
+        if let Some((b, _)) = given[i + 1..].iter().find(|(_, pb)| pb == pa) {
+            let flag = if b.starts_with("--out's") { "--out" } else { b };
+            return Err(usage(flag, format!("{} is also {a}: give another file", pa.display())));
         }
     }
     Ok(())
@@ -619,6 +624,11 @@ impl EnginePlan {
             return Err(usage("--max-waiting", "must be at least 1"));
         }
         c.max_waiting = a.max_waiting.unwrap_or(c.max_waiting);
+        for (flag, v) in [("--mfu", a.mfu), ("--mbu", a.mbu)] {
+            if v.is_some_and(|x| x < 0.01) {
+                return Err(usage(flag, "must be at least 0.01 (a utilization, like 0.38)"));
+            }
+        }
         c.efficiency.mfu = fraction("--mfu", a.mfu, c.efficiency.mfu)?;
         c.efficiency.mbu = fraction("--mbu", a.mbu, c.efficiency.mbu)?;
         if let Some(d) = &a.step_overhead {
@@ -760,6 +770,9 @@ pub struct SimPlan {
     pub output: OutputPlan,
 }
 
+/// Most requests one simulated run holds (each record is kept, about 1 KB).
+pub(crate) const MAX_SIM_REQUESTS: u64 = 5_000_000;
+
 /// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
 /// the token budget without chunked prefill, over the context, over the KV cache), naming the
 /// flag, instead of a run where all requests fail.
@@ -783,6 +796,9 @@ fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), Usag
 impl SimPlan {
     pub fn from_args(a: &SimArgs) -> Result<Self, UsageError> {
         let (load, workload) = load_and_workload(&a.load, &a.workload)?;
+        if load.requests.is_some_and(|n| n > MAX_SIM_REQUESTS) {
+            return Err(usage("--requests", format!("at most {MAX_SIM_REQUESTS} in one simulated run")));
+        }
         let engine = EnginePlan::from_args(a.model.as_deref(), &a.engine)?;
         check_workload_fits(&engine, &workload)?;
         let output = OutputPlan::from_args(&a.output)?;
@@ -853,6 +869,10 @@ mod tests {
                 "--export-schedule",
             ),
             (&["--url", "http://h:1", "--out", "/dev/null"], "--out"),
+            (
+                &["--url", "http://h:1", "--dataset", "jsonl:/tmp/goodput-d.json", "--out", "/tmp/goodput-d.json"],
+                "--dataset",
+            ),
             // values so large they would overflow a timer or an allocation
             (&["--url", "http://h:1", "--duration", "1e30"], "--duration"),
             (&["--url", "http://h:1", "--timeout-total", "1e30s"], "--timeout-total"),
@@ -863,12 +883,25 @@ mod tests {
             (&["--url", "http://h:1", "--concurrency", "100000000"], "--concurrency"),
             // the embedded engine would refuse every request
             (&["--max-batched-tokens", "256", "--input-tokens", "512"], "--input-tokens"),
+            (&["--mbu", "1e-300"], "--mbu"),
             (&["--input-tokens", "131000", "--output-tokens", "1000", "--chunked-prefill"], "--input-tokens"),
         ];
         for (args, flag) in cases {
             let e = bench(args).unwrap_err().to_string();
             assert!(e.starts_with(flag), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn outputs_must_not_overwrite_the_dataset() {
+        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/replay_small.jsonl");
+        let dataset = format!("jsonl:{fixture}");
+        let e = bench(&["--url", "http://h:1", "--dataset", &dataset, "--out", fixture]).unwrap_err().to_string();
+        assert!(e.starts_with("--out") && e.contains("is also --dataset"), "{e}");
+        let e = bench(&["--url", "http://h:1", "--dataset", &dataset, "--export-schedule", fixture])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--export-schedule") && e.contains("is also --dataset"), "{e}");
     }
 
     #[test]

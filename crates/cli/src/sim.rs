@@ -44,7 +44,8 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
     let mut workload = Workload::counts(spec, Some(plan.workload.tk.clone()))?;
     let cfg = SimConfig {
         load: stage.load.clone(),
-        requests: plan.load.requests,
+        // every record is kept (about 1 KB each): a duration alone never runs past the limit
+        requests: Some(plan.load.requests.unwrap_or(crate::plan::MAX_SIM_REQUESTS)),
         duration_s: plan.load.duration.map(|d| d.as_secs_f64()),
         ignore_eos: plan.ignore_eos,
         seed: stage.seed,
@@ -68,6 +69,9 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
         );
         say!("{}", console::render(&title, &summary));
         say!("{}", console::render_engine(&plan.engine, &out.stats));
+    }
+    if plan.load.requests.is_none() && out.records.len() as u64 >= crate::plan::MAX_SIM_REQUESTS {
+        say!("  stopped early: {} requests, the most one simulated run keeps\n", crate::plan::MAX_SIM_REQUESTS);
     }
     if out.max_errors_reached {
         say!("  stopped early: --max-errors reached\n");

@@ -168,7 +168,7 @@ fn ctrl_c_keeps_what_was_measured() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let st = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let st = std::process::Command::new("sh").args(["-c", &format!("kill -INT {}", child.id())]).status().unwrap();
     assert!(st.success());
     let o = wait_with_deadline(child, Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(130), "stderr: {}", text(&o.stderr));

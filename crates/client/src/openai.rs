@@ -86,8 +86,9 @@ pub struct Chunk {
 
 #[derive(Deserialize)]
 struct RawChunk {
+    /// Any JSON: some servers send a number; a type we do not use must not fail the stream.
     #[serde(default)]
-    id: Option<String>,
+    id: Option<Value>,
     #[serde(default)]
     choices: Vec<RawChoice>,
     #[serde(default)]
@@ -129,7 +130,11 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, String> {
         let excerpt: String = data.chars().take(120).collect();
         format!("invalid JSON in stream event ({e}): {excerpt}")
     })?;
-    let mut c = Chunk { usage: raw.usage, id: raw.id, ..Default::default() };
+    let id = raw.id.map(|v| match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    });
+    let mut c = Chunk { usage: raw.usage, id, ..Default::default() };
     if let Some(e) = raw.error.filter(|e| !e.is_null()) {
         c.error = Some(error_text(&e));
     } else if raw.object.as_deref() == Some("error") {
@@ -194,6 +199,14 @@ pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_id_type_is_kept_as_text() {
+        let c = parse_chunk(r#"{"id":"cmpl-1","choices":[{"text":" a"}]}"#).unwrap();
+        assert_eq!(c.id.as_deref(), Some("cmpl-1"));
+        let c = parse_chunk(r#"{"id":7,"choices":[{"text":" a"}]}"#).unwrap();
+        assert_eq!((c.id.as_deref(), c.is_content), (Some("7"), true));
+    }
 
     #[test]
     fn completion_and_chat_content() {

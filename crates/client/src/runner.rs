@@ -420,7 +420,8 @@ async fn run_session(s: &Arc<Shared>, session: SessionSpec, first_at: Option<Ins
         s.observer.sent(&meta, &body, &s.counters);
         let ex = execute(&s.ep, &meta, body, &abort).await;
         s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
-        prev_end = Some(Instant::now());
+        // think time counts from when the reply ended, not from when its bookkeeping did
+        prev_end = Some(ex.record.end_ms.map_or_else(Instant::now, |ms| clock.instant(ms)));
         let ok = ex.record.is_success();
         let out_tokens = ex.record.output_tokens.unwrap_or(0);
         s.report(ex.record);

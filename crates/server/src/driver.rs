@@ -179,10 +179,14 @@ fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: 
                 }
                 let (at, emits) = pending.take().expect("pending step");
                 for e in emits {
-                    if let Some(s) = sinks.get(&e.seq) {
-                        let _ = s.send(TokenEvent::Tokens { n: e.tokens, at, finished: e.finished });
+                    let gone = sinks
+                        .get(&e.seq)
+                        .is_some_and(|s| s.send(TokenEvent::Tokens { n: e.tokens, at, finished: e.finished }).is_err());
+                    if gone && !e.finished {
+                        // the client left before its abort could arrive (e.g. while submitting)
+                        engine.abort(e.seq);
                     }
-                    if e.finished {
+                    if e.finished || gone {
                         sinks.remove(&e.seq);
                     }
                 }
@@ -210,6 +214,6 @@ fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: 
 
 fn start_step(engine: &mut Engine, start: Instant, t0: Instant) -> Option<(Instant, Vec<goodput_engine::Emit>)> {
     let out = engine.step(start.duration_since(t0).as_secs_f64())?;
-    let deadline = start + Duration::from_secs_f64(out.time.total_s);
+    let deadline = start + goodput_metrics::units::duration(out.time.total_s);
     Some((deadline, out.emitted.clone()))
 }

@@ -306,6 +306,12 @@ async fn generate(s: AppState, endpoint: Endpoint, req: Request) -> Result<Respo
             max_tokens
         )));
     }
+    if r.min_tokens as u64 > max_tokens {
+        return Err(ApiError::bad_request(format!(
+            "`min_tokens` ({}) must not exceed `max_tokens` ({max_tokens}, the default when not given)",
+            r.min_tokens
+        )));
+    }
     let id = m.next_id.fetch_add(1, Ordering::Relaxed);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(m.cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let output = if r.ignore_eos { max_tokens } else { rng.random_range((r.min_tokens as u64).max(1)..=max_tokens) };

@@ -64,6 +64,11 @@ async fn every_error_case_over_http() {
     assert_eq!(s, 404);
     openai_error(&v, 404);
 
+    // min_tokens over the default max_tokens (16 for completions)
+    let (s, v) = post(&e, "/v1/completions", r#"{"model":"llama-3.1-8b","prompt":"hi","min_tokens":100}"#).await;
+    assert_eq!(s, 400);
+    assert!(openai_error(&v, 400).contains("`min_tokens` (100) must not exceed `max_tokens` (16"));
+
     let (s, v) = post(&e, "/v1/models", r#"{}"#).await;
     assert_eq!(s, 405);
     assert!(openai_error(&v, 405).contains("POST is not allowed on /v1/models"));

@@ -126,8 +126,8 @@ impl ScriptedServer {
         Self::start_with(script, None).await
     }
 
-    /// The same over TLS, with a certificate for `localhost` signed by a fresh CA; returns the
-    /// server and the CA certificate (PEM) a client must trust.
+    /// The same over TLS, with a fresh self-signed certificate for `localhost`; returns the server
+    /// and that certificate (PEM), which a client must trust as its CA.
     pub async fn start_tls<F>(script: F) -> (Self, String)
     where
         F: Fn(usize) -> Script + Send + Sync + 'static,

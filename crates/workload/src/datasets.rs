@@ -154,11 +154,6 @@ fn err(file: &str, line: usize, field: &str, message: impl Into<String>) -> Work
     WorkloadError::Data { file: file.into(), line, field: field.into(), message: message.into() }
 }
 
-/// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
-}
-
 fn positive(v: &Value, file: &str, line: usize, field: &str) -> Result<Option<u32>, WorkloadError> {
     match v.get(field) {
         None | Some(Value::Null) => Ok(None),
@@ -192,8 +187,12 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
     let raw: Vec<&serde_json::value::RawValue> = serde_json::from_str(text)
         .map_err(|e| err(file, e.line(), "(root)", format!("expected a JSON array of ShareGPT entries: {e}")))?;
     let mut out = Vec::new();
+    // entries come in file order: count newlines only since the previous one (linear, not quadratic)
+    let (mut at, mut line) = (0usize, 1usize);
     for (i, r) in raw.iter().enumerate() {
-        let line = line_of(text, r.get().as_ptr() as usize - text.as_ptr() as usize);
+        let offset = r.get().as_ptr() as usize - text.as_ptr() as usize;
+        line += text.as_bytes()[at..offset].iter().filter(|&&b| b == b'\n').count();
+        at = offset;
         let v: Value = serde_json::from_str(r.get()).map_err(|e| err(file, line, "(entry)", e.to_string()))?;
         let conv = v.get("conversations").and_then(Value::as_array).ok_or_else(|| {
             err(file, line, &format!("[{i}].conversations"), "expected an array of {\"from\", \"value\"}")
@@ -210,6 +209,10 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
                 .and_then(Value::as_str)
                 .ok_or_else(|| err(file, line, &field("value"), "expected a string"))?;
             match from {
+                "human" | "user" if value.trim().is_empty() => {
+                    skipped.push(format!("line {line}: an empty human turn ends the conversation there"));
+                    break;
+                }
                 "human" | "user" => {
                     turns.push(EntryTurn { prompt: Prompt::Text(value.into()), output_tokens: None, reply: None })
                 }
@@ -247,7 +250,11 @@ fn jsonl(file: &str, text: &str) -> Result<Vec<Entry>, WorkloadError> {
             return Err(err(file, line, "(line)", "expected a JSON object"));
         }
         let prompt = if let Some(p) = v.get("prompt") {
-            Prompt::Text(p.as_str().ok_or_else(|| err(file, line, "prompt", "expected a string"))?.into())
+            let p = p.as_str().ok_or_else(|| err(file, line, "prompt", "expected a string"))?;
+            if p.trim().is_empty() {
+                return Err(err(file, line, "prompt", "is empty"));
+            }
+            Prompt::Text(p.into())
         } else if let Some(m) = v.get("messages") {
             Prompt::Messages(messages(m, file, line)?)
         } else if let Some(n) = positive(&v, file, line, "input_tokens")? {
@@ -276,11 +283,12 @@ fn jsonl(file: &str, text: &str) -> Result<Vec<Entry>, WorkloadError> {
             hash_ids: Vec::new(),
         });
     }
-    // times relative to the first line that has one; all or none
+    // times relative to the first line that has one; all or none, in order
     if let Some(t0) = first_time {
         if let Some(e) = out.iter().find(|e| e.time_s.is_none()) {
             return Err(err(file, e.line, "timestamp", "some lines have a timestamp and this one does not"));
         }
+        check_sorted(file, &out)?;
         let t0 = out.iter().filter_map(|e| e.time_s).fold(t0, f64::min);
         for e in &mut out {
             e.time_s = e.time_s.map(|t| t - t0);
@@ -297,7 +305,13 @@ fn parse_timestamp(s: &str) -> Option<f64> {
     let mut t = time.split(':');
     let (hh, mm) = (t.next()?.parse::<i64>().ok()?, t.next()?.parse::<i64>().ok()?);
     let ss: f64 = t.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || !(0.0..61.0).contains(&ss) {
+    if !(1..=9999).contains(&y)
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+        || !(0..=23).contains(&hh)
+        || !(0..=59).contains(&mm)
+        || !(0.0..61.0).contains(&ss)
+    {
         return None;
     }
     // days from civil (Howard Hinnant)
@@ -499,6 +513,17 @@ mod tests {
             (DatasetKind::Jsonl, "{\"prompt\": \"a\", \"output_tokens\": 0}\n", "line 1: field `output_tokens`"),
             (DatasetKind::Jsonl, "{\"nothing\": 1}\n", "line 1: field `prompt`"),
             (DatasetKind::Jsonl, "not json\n", "line 1: field `(line)`"),
+            (DatasetKind::Jsonl, "{\"prompt\": \"a\"}\n{\"prompt\": \" \"}\n", "line 2: field `prompt`"),
+            (
+                DatasetKind::Jsonl,
+                "{\"prompt\": \"a\", \"timestamp\": 5}\n{\"prompt\": \"b\", \"timestamp\": 1}\n",
+                "line 2: field `timestamp`",
+            ),
+            (
+                DatasetKind::Azure,
+                "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 -1:30:00,1,3\n",
+                "line 2: field `TIMESTAMP`",
+            ),
             (
                 DatasetKind::Jsonl,
                 "{\"prompt\": \"a\", \"timestamp\": 1}\n{\"prompt\": \"b\"}\n",
@@ -522,6 +547,11 @@ mod tests {
             (DatasetKind::ShareGpt, "{\"conversations\": []}", "field `(root)`"),
             (DatasetKind::ShareGpt, "[\n{\"id\": 1},\n]", "line 3: field `(root)`"),
             (DatasetKind::ShareGpt, "[\n {\"id\": 1}\n]", "line 2: field `[0].conversations`"),
+            (
+                DatasetKind::ShareGpt,
+                "[\n{\"conversations\": []},\n\n {\"id\": 1}\n]",
+                "line 4: field `[1].conversations`",
+            ),
             (
                 DatasetKind::ShareGpt,
                 "[\n {\"conversations\": [{\"from\": \"human\", \"value\": 1}]}\n]",

@@ -29,8 +29,10 @@ fn pin_to(cpu: usize) {
 fn unpin() {
     #[cfg(target_os = "linux")]
     unsafe {
+        // every CPU the mask can name (the kernel keeps the ones that exist); available_parallelism
+        // would read the pinned mask back and pin to CPU 0
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in 0..std::thread::available_parallelism().map_or(1, |n| n.get()) {
+        for c in 0..libc::CPU_SETSIZE as usize {
             libc::CPU_SET(c, &mut set);
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
