@@ -131,14 +131,18 @@ async fn client_times_match_server_write_times() {
     let clock = out.clock;
     let served = server.served();
     assert_eq!(served.len(), 8);
-    // match requests by arrival order ≈ send order: compare each event with its chunk write time
+    // Pair each record with its served stream one to one. Eight sends leave within microseconds
+    // and the server accepts them one after another, so arrival order does not identify a stream;
+    // pair by the event times themselves (the unused stream whose writes are closest), so that a
+    // wrong pairing could only be with a stream written at nearly the same times.
     let mut diffs = Vec::new();
+    let mut unused: Vec<&_> = served.iter().collect();
     for r in &out.records {
-        let sent = r.sent_ms.unwrap();
-        let s = served
-            .iter()
-            .min_by(|a, b| (clock.ms(a.arrived) - sent).abs().total_cmp(&(clock.ms(b.arrived) - sent).abs()))
-            .unwrap();
+        let gap = |s: &&goodput_testkit::Served| -> f64 {
+            r.event_ms.iter().zip(&s.chunk_times).map(|(&t, &c)| (t - clock.ms(c)).abs()).sum()
+        };
+        let i = (0..unused.len()).min_by(|&a, &b| gap(&unused[a]).total_cmp(&gap(&unused[b]))).unwrap();
+        let s = unused.swap_remove(i);
         for (k, &t) in r.event_ms.iter().enumerate() {
             diffs.push(t - clock.ms(s.chunk_times[k]));
         }
