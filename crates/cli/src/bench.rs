@@ -18,20 +18,7 @@ use crate::stages::{self, Stage, StageResult};
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
     let mut plan = BenchPlan::from_args(&args)?;
-    // With a URL, pick the model once; the embedded engine serves its catalog name.
-    let model = match &plan.target {
-        TargetPlan::Url { url } => match &plan.model {
-            Some(m) => m.clone(),
-            None => {
-                let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
-                let client =
-                    HttpClient::with_roots(url, key.as_deref(), 1, plan.timeouts.connect, plan.ca_pem.as_deref())?;
-                let ids = client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
-                ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
-            }
-        },
-        TargetPlan::Embedded { engine } => engine.config.model.name.clone(),
-    };
+    let model = resolve_model(&plan).await?;
     plan.model = Some(model.clone());
 
     // Ctrl-C: stop sending, let in-flight requests finish within the grace period, keep results.
@@ -59,6 +46,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
         say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
     }
     Ok(stages::outcome(&results))
+}
+
+/// The model to request, picked once: `--model`, else the first id the server lists at
+/// `/v1/models`; the embedded engine serves its catalog name.
+pub(crate) async fn resolve_model(plan: &BenchPlan) -> anyhow::Result<String> {
+    Ok(match &plan.target {
+        TargetPlan::Url { url } => match &plan.model {
+            Some(m) => m.clone(),
+            None => {
+                let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
+                let client =
+                    HttpClient::with_roots(url, key.as_deref(), 1, plan.timeouts.connect, plan.ca_pem.as_deref())?;
+                let ids = client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
+                ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
+            }
+        },
+        TargetPlan::Embedded { engine } => engine.config.model.name.clone(),
+    })
 }
 
 /// One stage against the target (a fresh embedded engine per stage, so its statistics are the

@@ -139,26 +139,7 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         Target::Sim(Box::new(SimPlan::from_args(&s)?))
     } else {
         let mut plan = BenchPlan::from_args(&b)?;
-        let model = match &plan.target {
-            TargetPlan::Url { url } => match &plan.model {
-                Some(m) => m.clone(),
-                None => {
-                    let key = std::env::var(&plan.api_key_env).ok().filter(|k| !k.is_empty());
-                    let client = goodput_client::HttpClient::with_roots(
-                        url,
-                        key.as_deref(),
-                        1,
-                        plan.timeouts.connect,
-                        plan.ca_pem.as_deref(),
-                    )?;
-                    let ids = client.models(std::time::Duration::from_secs(30)).await?;
-                    ids.into_iter()
-                        .next()
-                        .ok_or_else(|| anyhow::anyhow!("the server lists no models (pass --model)"))?
-                }
-            },
-            TargetPlan::Embedded { engine } => engine.config.model.name.clone(),
-        };
+        let model = crate::bench::resolve_model(&plan).await?;
         plan.model = Some(model.clone());
         Target::Bench(Box::new(plan), model)
     };

@@ -393,13 +393,7 @@ struct TokenStream {
 
 impl TokenStream {
     fn words(&mut self, n: u32) -> String {
-        let tk = self.state.0.tokenizer.clone();
-        let mut s = String::new();
-        for _ in 0..n {
-            s.push(' ');
-            s.push_str(tk.word(&mut self.rng));
-        }
-        s
+        self.state.0.tokenizer.words_text(n as usize, &mut self.rng)
     }
 
     /// Waits for the next engine event; returns its text and whether it was the last.
