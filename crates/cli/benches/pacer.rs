@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_client::{Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, Timeouts, run};
+use goodput_client::{Api, Cancel, Endpoint, HttpClient, Load, RunConfig, Timeouts, run};
 use goodput_engine::{Catalog, Dtype, EngineConfig};
 use goodput_metrics::{SummaryOptions, summarize};
 use goodput_server::{Embedded, ServerConfig};
@@ -34,13 +34,12 @@ fn main() {
             .await
             .unwrap();
         let timeouts = Timeouts::default();
-        let ep = Endpoint {
-            client: HttpClient::new(&e.url(), None, 256, timeouts.connect).unwrap(),
-            api: Api::Completions,
+        let ep = Endpoint::new(
+            HttpClient::new(&e.url(), None, 256, timeouts.connect).unwrap(),
+            Api::Completions,
             timeouts,
-            tokenizer: tk.clone(),
-            clock: Clock::start(),
-        };
+            tk.clone(),
+        );
         let load = Load::Open { arrivals: Arrivals::Poisson { rate }, max_concurrency: None };
         let run_cfg = RunConfig { duration: Some(Duration::from_secs(secs)), ..RunConfig::new(load, "llama-3.1-8b") };
         let spec = WorkloadSpec {

@@ -186,6 +186,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "JSON")]
     pub extra_body: Option<String>,
 
+    /// Resend a request that failed before any content arrived (connection failure, 408, 429,
+    /// 5xx, stream closed early) up to N times; every failed attempt is kept in the record.
+    /// Default 0: each request is sent exactly once.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: u32,
+
     #[command(flatten)]
     pub engine: EngineArgs,
 

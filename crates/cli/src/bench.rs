@@ -25,8 +25,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Outcome> {
     let (interrupt, token) = cancel_pair();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            warn!("\ninterrupted: no new requests; in-flight ones get the grace period");
+            warn!("\ninterrupted: no new requests; in-flight ones get the grace period (Ctrl-C again: stop now)");
             interrupt.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                warn!("interrupted again: stopping now (the JSONL log has every record finished so far)");
+                std::process::exit(130);
+            }
         }
     });
 
@@ -104,13 +108,8 @@ pub(crate) async fn run_stage(
             (client, target, Some(e))
         }
     };
-    let ep = Endpoint {
-        client,
-        api: plan.api,
-        timeouts: plan.timeouts,
-        tokenizer: plan.workload.tk.clone(),
-        clock: goodput_client::Clock::start(),
-    };
+    let ep =
+        Endpoint { retries: plan.retries, ..Endpoint::new(client, plan.api, plan.timeouts, plan.workload.tk.clone()) };
     let cfg = RunConfig {
         load: stage.load.clone(),
         requests: plan.load.requests,
@@ -120,6 +119,8 @@ pub(crate) async fn run_stage(
         model: model.to_string(),
         ignore_eos: plan.ignore_eos,
         extra_body: plan.extra_body.clone(),
+        // the embedded engine stops each request where the simulator would
+        send_seed: embedded.is_some(),
         seed: stage.seed,
     };
     let mut spec = plan.workload.spec.clone();

@@ -15,6 +15,10 @@ fn cell(v: Option<f64>) -> String {
     }
 }
 
+fn cell3(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.3}"))
+}
+
 fn row(out: &mut String, name: &str, d: &Distribution) {
     let _ = writeln!(
         out,
@@ -88,15 +92,31 @@ pub fn render(title: &str, s: &Summary) -> String {
         diff(tc.input.diff_pct),
         diff(tc.output.diff_pct)
     );
-    if let (Some(p50), Some(p99)) = (s.schedule_lag_ms.p50, s.schedule_lag_ms.p99) {
+    let verdict = match s.verdict {
+        Verdict::Ok => "ok",
+        Verdict::ClientBound => "CLIENT-BOUND",
+    };
+    if let Some(c) = &s.load_check {
+        let load = match (c.mean_in_flight, c.mean_thinking) {
+            (Some(f), Some(t)) if t > 0.005 => {
+                format!(" · {f:.1} in flight and {t:.1} thinking of {} users", c.requested_concurrency)
+            }
+            (Some(f), _) => format!(" · {f:.1} of {} users in flight", c.requested_concurrency),
+            _ => format!(" · {} users", c.requested_concurrency),
+        };
+        let _ = writeln!(
+            o,
+            "  client       worker gap p50 {} ms, p99 {} ms ({:.2}% of the users' time){load} · sent {:.2} req/s · {verdict}",
+            cell3(s.worker_gap_ms.p50),
+            cell3(s.worker_gap_ms.p99),
+            c.gap_share * 100.0,
+            s.achieved_rate.unwrap_or(0.0),
+        );
+    } else if let (Some(p50), Some(p99)) = (s.schedule_lag_ms.p50, s.schedule_lag_ms.p99) {
         let rates = match (s.offered_rate, s.achieved_rate) {
             (Some(off), Some(ach)) => format!(" · offered {off:.2} req/s, achieved {ach:.2} req/s"),
             (None, Some(ach)) => format!(" · achieved {ach:.2} req/s"),
             _ => String::new(),
-        };
-        let verdict = match s.verdict {
-            Verdict::Ok => "ok",
-            Verdict::ClientBound => "CLIENT-BOUND",
         };
         let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}");
     }

@@ -310,11 +310,23 @@ pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, Wo
     Ok((load, workload))
 }
 
+/// How many distinct prompts a run sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DistinctPrompts {
+    /// A new synthetic prompt for every request (built ahead of the load from single-token words:
+    /// no tokenizer runs on the send path).
+    PerRequest,
+    /// The dataset's entries, cycled when the run asks for more.
+    Dataset(usize),
+}
+
 /// The workload part of a plan, with its tokenizer and dataset loaded.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadPlan {
     pub spec: WorkloadSpec,
     pub tokenizer: String,
+    pub distinct_prompts: DistinctPrompts,
     #[serde(skip)]
     pub tk: Tokenizer,
 }
@@ -393,7 +405,11 @@ impl WorkloadPlan {
             cycle: !replay,
             seed,
         };
-        Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), tk })
+        let distinct_prompts = match &spec.source {
+            Source::Synthetic => DistinctPrompts::PerRequest,
+            Source::Dataset(d) => DistinctPrompts::Dataset(d.entries.len()),
+        };
+        Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), distinct_prompts, tk })
     }
 
     pub fn has_times(&self) -> bool {
@@ -690,6 +706,8 @@ pub struct BenchPlan {
     pub ignore_eos: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Resends after a failure before any content (0: each request is sent once).
+    pub retries: u32,
     pub load: LoadPlan,
     pub workload: WorkloadPlan,
     pub timeouts: Timeouts,
@@ -750,6 +768,7 @@ impl BenchPlan {
             api_key_env: a.api_key_env.clone(),
             ignore_eos: !a.no_ignore_eos,
             extra_body,
+            retries: a.retries,
             workload,
             load,
             timeouts: a.timeouts.plan()?,

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Context;
-use goodput_client::StopReason;
-use goodput_engine::{Engine, SimConfig, simulate};
+use goodput_engine::Engine;
 use goodput_metrics::result::{Run, Target};
+use goodput_sim::{SimConfig, simulate};
 use goodput_workload::Workload;
 
 use crate::Outcome;
@@ -41,7 +41,7 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
     let mut engine = Engine::new(plan.engine.config.clone())?;
     let mut spec = plan.workload.spec.clone();
     spec.seed = stage.seed;
-    let mut workload = Workload::counts(spec, Some(plan.workload.tk.clone()))?;
+    let workload = Workload::counts(spec, Some(plan.workload.tk.clone()))?;
     let cfg = SimConfig {
         load: stage.load.clone(),
         // every record is kept (about 1 KB each): a duration alone never runs past the limit
@@ -52,7 +52,7 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
         max_errors: plan.load.max_errors,
     };
     let started = Instant::now();
-    let out = simulate(&mut engine, &cfg, &mut workload);
+    let out = simulate(&mut engine, &cfg, workload);
     let wall = started.elapsed().as_secs_f64();
     let opts = stages::options(&plan.load, &stage.load, plan.output.percentiles, plan.ignore_eos, false, &plan.slo);
     let (summary, summary_full) = stages::summaries(&out.records, &opts);
@@ -73,7 +73,7 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
     if plan.load.requests.is_none() && out.records.len() as u64 >= crate::plan::MAX_SIM_REQUESTS {
         say!("  stopped early: {} requests, the most one simulated run keeps\n", crate::plan::MAX_SIM_REQUESTS);
     }
-    if out.max_errors_reached {
+    if out.max_errors_reached() {
         say!("  stopped early: --max-errors reached\n");
     }
     let model = plan.engine.config.model.name.clone();
@@ -86,13 +86,13 @@ pub(crate) fn run_stage(plan: &SimPlan, stage: Stage, sweep: bool) -> anyhow::Re
             model: Some(model),
             engine: Some(serde_json::to_value(&plan.engine)?),
         },
-        interrupted: out.max_errors_reached,
+        interrupted: out.max_errors_reached(),
         summary,
         summary_full,
         engine_stats: Some(serde_json::to_value(&out.stats)?),
         requests: out.records,
     };
-    let stop = if out.max_errors_reached { StopReason::MaxErrors } else { StopReason::Completed };
+    let stop = out.stop;
     Ok(StageResult { run, stop, saturated: false })
 }
 

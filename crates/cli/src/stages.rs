@@ -100,6 +100,10 @@ pub fn options(
         offered_is_drawn: matches!(load, Load::Open { arrivals: Arrivals::Ramp { .. } | Arrivals::Replay { .. }, .. }),
         compare_input_counts,
         expect_exact_output: exact_output,
+        closed_loop: match load {
+            Load::Closed { concurrency, .. } => Some(*concurrency),
+            Load::Open { .. } => None,
+        },
         ..SummaryOptions::new()
     }
 }

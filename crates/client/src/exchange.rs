@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use goodput_metrics::{ErrorClass, RequestError, RequestRecord, TokenSource, tokens};
+use goodput_metrics::{Attempt, ErrorClass, RequestError, RequestRecord, TokenSource, tokens};
 use goodput_tokenizer::Tokenizer;
 use http_body_util::BodyExt;
 use tokio::time::timeout_at;
@@ -19,17 +19,22 @@ pub struct RequestMeta {
     pub id: u64,
     pub session: Option<u64>,
     pub turn: Option<u32>,
+    pub user: Option<u32>,
     pub scheduled_ms: f64,
     pub cap_wait_ms: f64,
     pub input_tokens_client: Option<u64>,
     pub requested_output_tokens: Option<u64>,
 }
 
-/// The record and the reply text (multi-turn sessions resend it).
+/// A measured exchange whose token counting is still to be done (off the load loop, by the
+/// bookkeeping thread: [`Exchange::finish`]).
 #[derive(Debug)]
 pub struct Exchange {
-    pub record: RequestRecord,
-    pub reply: String,
+    rec: RequestRecord,
+    deltas: Vec<String>,
+    /// Cumulative `usage.completion_tokens` seen on each content event (vLLM continuous usage).
+    cumulative: Vec<Option<u64>>,
+    usage: Usage,
 }
 
 /// Everything shared by the requests of a run.
@@ -40,6 +45,17 @@ pub struct Endpoint {
     pub timeouts: Timeouts,
     pub tokenizer: Tokenizer,
     pub clock: Clock,
+    /// Resend a request that failed before any content arrived, at most this many times (each
+    /// failed attempt is kept in the record). 0: every request is sent exactly once.
+    pub retries: u32,
+}
+
+impl Endpoint {
+    /// A run's endpoint: its clock starts now (the runner restarts it when the load begins), and
+    /// each request is sent once.
+    pub fn new(client: HttpClient, api: Api, timeouts: Timeouts, tokenizer: Tokenizer) -> Self {
+        Endpoint { client, api, timeouts, tokenizer, clock: Clock::start(), retries: 0 }
+    }
 }
 
 /// Bodies longer than this are not kept when reading an error response.
@@ -48,7 +64,6 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 struct Stream {
     rec: RequestRecord,
     deltas: Vec<String>,
-    /// Cumulative `usage.completion_tokens` seen on each content event (vLLM continuous usage).
     cumulative: Vec<Option<u64>>,
     usage: Usage,
     done: bool,
@@ -104,20 +119,59 @@ impl Stream {
         }
         true
     }
+}
 
-    /// Token counts, their provenance and the per-event split.
-    fn finish(mut self, tokenizer: &Tokenizer) -> Exchange {
-        let reply: String = self.deltas.concat();
-        let client_out = tokenizer.count(&reply) as u64;
+impl Exchange {
+    /// The record so far (times and errors are final; token counts are not).
+    pub fn record(&self) -> &RequestRecord {
+        &self.rec
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.rec.error.is_none()
+    }
+
+    /// The output length the server reported (`usage.completion_tokens`).
+    pub fn server_output_tokens(&self) -> Option<u64> {
+        self.usage.completion_tokens
+    }
+
+    /// The reply text (multi-turn sessions resend it).
+    pub fn reply(&self) -> String {
+        self.deltas.concat()
+    }
+
+    /// The output length for the load loop: the server's count, else our tokenizer's (counted
+    /// here; only multi-turn sessions against a server that sends no usage need it).
+    pub fn output_tokens_for_conversation(&self, tokenizer: &Tokenizer) -> u64 {
+        self.server_output_tokens().unwrap_or_else(|| tokenizer.count(&self.reply()) as u64)
+    }
+
+    /// Token counts, their provenance and the per-event split: the record, complete.
+    pub fn finish(self, tokenizer: &Tokenizer) -> RequestRecord {
+        self.complete(Some(tokenizer))
+    }
+
+    /// The record without our tokenizer's counts (the bookkeeping fell behind, or the run ended
+    /// before it got to this one): the server's counts when it gave them, one token per event
+    /// otherwise, and `counts_skipped` set.
+    pub fn finish_without_counts(self) -> RequestRecord {
+        self.complete(None)
+    }
+
+    fn complete(mut self, tokenizer: Option<&Tokenizer>) -> RequestRecord {
+        let client_out = tokenizer.map(|tk| tk.count(&self.deltas.concat()) as u64);
         let server_out = self.usage.completion_tokens;
-        let (n, src) = match server_out {
-            Some(s) => (s, TokenSource::Server),
-            None => (client_out, TokenSource::Tokenizer),
+        let (n, src) = match (server_out, client_out) {
+            (Some(s), _) => (s, TokenSource::Server),
+            (None, Some(c)) => (c, TokenSource::Tokenizer),
+            (None, None) => (self.deltas.len() as u64, TokenSource::Tokenizer),
         };
         let r = &mut self.rec;
+        r.counts_skipped = tokenizer.is_none();
         r.output_tokens = Some(n);
         r.output_tokens_source = Some(src);
-        r.output_tokens_client = Some(client_out);
+        r.output_tokens_client = client_out;
         r.output_tokens_server = server_out;
         r.input_tokens_server = self.usage.prompt_tokens;
         (r.input_tokens, r.input_tokens_source) = match (self.usage.prompt_tokens, r.input_tokens_client) {
@@ -128,28 +182,61 @@ impl Stream {
         if !r.event_ms.is_empty() {
             let cum: Option<Vec<u64>> = self.cumulative.iter().copied().collect();
             let from_server = cum.filter(|c| c.windows(2).all(|w| w[0] <= w[1]) && c.last() == Some(&n));
-            (r.event_tokens, r.event_tokens_source) = match from_server {
-                Some(c) => (tokens::from_cumulative(&c), Some(TokenSource::Server)),
+            (r.event_tokens, r.event_tokens_source) = match (from_server, tokenizer) {
+                (Some(c), _) => (tokens::from_cumulative(&c), Some(TokenSource::Server)),
                 // one token per event: nothing to apportion (a content event carries at least one)
-                None if n == self.deltas.len() as u64 => (vec![1; self.deltas.len()], Some(TokenSource::Tokenizer)),
-                None => {
-                    let counts: Vec<u64> = self.deltas.iter().map(|d| tokenizer.count(d).max(1) as u64).collect();
+                _ if n == self.deltas.len() as u64 => (vec![1; self.deltas.len()], Some(TokenSource::Tokenizer)),
+                (None, Some(tk)) => {
+                    let counts: Vec<u64> = self.deltas.iter().map(|d| tk.count(d).max(1) as u64).collect();
                     (tokens::apportion(n, &counts), Some(TokenSource::Tokenizer))
                 }
+                (None, None) => (tokens::apportion(n, &vec![1; self.deltas.len()]), Some(TokenSource::Tokenizer)),
             };
         }
-        Exchange { record: self.rec, reply }
+        self.rec
     }
 }
 
-/// Sends one request and measures it. Never panics; every failure becomes a classified record.
+/// Sends one request and measures it (resending it after a failure before any content, when
+/// `ep.retries` allows). Never panics; every failure becomes a classified record. Token counting
+/// is left to [`Exchange::finish`], so the caller can hand it off the load loop.
 pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Cancel) -> Exchange {
+    let mut attempts = Vec::new();
+    loop {
+        let st = attempt(ep, meta, body.clone(), cancel).await;
+        let retry = (attempts.len() as u32) < ep.retries && st.rec.event_ms.is_empty() && retryable(&st.rec);
+        if !retry {
+            let mut rec = st.rec;
+            rec.reconnects = attempts.len() as u32;
+            rec.attempts = attempts;
+            return Exchange { rec, deltas: st.deltas, cumulative: st.cumulative, usage: st.usage };
+        }
+        if let (Some(sent_ms), Some(error)) = (st.rec.sent_ms, st.rec.error) {
+            attempts.push(Attempt { sent_ms, end_ms: st.rec.end_ms.unwrap_or(sent_ms), error });
+        }
+    }
+}
+
+/// Failures worth another attempt: the connection failed, the server shed load (408, 429, 5xx),
+/// or the stream ended before any content.
+fn retryable(r: &RequestRecord) -> bool {
+    let Some(e) = &r.error else { return false };
+    match e.class {
+        ErrorClass::Connect | ErrorClass::TimeoutConnect | ErrorClass::StreamEndedEarly => true,
+        ErrorClass::HttpStatus => matches!(e.status, Some(408 | 429 | 500..=599)),
+        _ => false,
+    }
+}
+
+/// One attempt.
+async fn attempt(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Cancel) -> Stream {
     let clock = ep.clock;
     let to = ep.timeouts;
     let rec = RequestRecord {
         id: meta.id,
         session: meta.session,
         turn: meta.turn,
+        user: meta.user,
         scheduled_ms: meta.scheduled_ms,
         cap_wait_ms: meta.cap_wait_ms,
         input_tokens_client: meta.input_tokens_client,
@@ -166,34 +253,20 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         if d >= total_deadline { ErrorClass::TimeoutTotal } else { other }
     };
 
-    // Response headers. A pooled keep-alive connection that the server closed just as we wrote
-    // to it fails before any response byte; that request never reached the server's handler, so
-    // it is resent on another connection (at most twice) and counted in `reconnects`.
-    let post = async {
-        let mut attempt = 0;
-        loop {
-            let r = ep.client.post(ep.api.path(), body.clone()).await;
-            match r {
-                Err(e) if attempt < 2 && is_stale_connection(&e) => attempt += 1,
-                r => return (r, attempt),
-            }
-        }
-    };
+    // Response headers. The request is written once: a pooled connection that the server closed
+    // as we wrote to it is a failure like any other (`--retries` resends it, and says so).
     let resp = tokio::select! {
-        r = timeout_at(first_deadline.into(), post) => r.map(|(r, attempts)| {
-            st.rec.reconnects = attempts;
-            r
-        }),
+        r = timeout_at(first_deadline.into(), ep.client.post(ep.api.path(), body)) => r,
         _ = cancel.cancelled() => {
             st.fail(ErrorClass::Cancelled, "run interrupted before the response arrived".into(), None);
-            return end(st, ep).await;
+            return end(st, ep);
         }
     };
     let resp = match resp {
         Err(_) => {
             let class = which(first_deadline, ErrorClass::TimeoutFirstToken);
             st.fail(class, format!("no response headers within {:.1} s", (first_deadline - sent).as_secs_f64()), None);
-            return end(st, ep).await;
+            return end(st, ep);
         }
         Ok(Err(e)) => {
             let (class, what) = if e.is_connect() {
@@ -202,11 +275,16 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
                 } else {
                     (ErrorClass::Connect, "cannot connect")
                 }
+            } else if is_stale_connection(&e) {
+                (
+                    ErrorClass::StreamEndedEarly,
+                    "the connection closed before the response (a reused keep-alive connection the server had closed?)",
+                )
             } else {
                 (ErrorClass::StreamEndedEarly, "connection closed before the response")
             };
             st.fail(class, format!("{what}: {}", error_chain(&e)), None);
-            return end(st, ep).await;
+            return end(st, ep);
         }
         Ok(Ok(r)) => r,
     };
@@ -229,7 +307,7 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
         let _ = timeout_at(total_deadline.min(Instant::now() + to.idle).into(), read).await;
         let text = excerpt(&buf, 200);
         st.fail(ErrorClass::HttpStatus, format!("HTTP {}: {text}", status.as_u16()), Some(status.as_u16()));
-        return end(st, ep).await;
+        return end(st, ep);
     }
 
     let mut decoder = SseDecoder::new();
@@ -324,7 +402,7 @@ pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Ca
             None,
         );
     }
-    end(st, ep).await
+    end(st, ep)
 }
 
 /// The server closed an idle pooled connection as we reused it: nothing of the response arrived.
@@ -342,14 +420,8 @@ fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
     false
 }
 
-/// Closes the record. Counting tokens runs on a background thread at idle priority, so that
-/// hundreds of streams ending together never delay the timestamps of the streams still running.
-async fn end(mut st: Stream, ep: &Endpoint) -> Exchange {
+/// Closes the attempt's record at the time its stream ended.
+fn end(mut st: Stream, ep: &Endpoint) -> Stream {
     st.rec.end_ms = Some(ep.clock.now_ms());
-    let tk = ep.tokenizer.clone();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    crate::background::run(Box::new(move || {
-        let _ = tx.send(st.finish(&tk));
-    }));
-    rx.await.expect("the background thread finishes every job")
+    st
 }

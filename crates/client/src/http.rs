@@ -198,7 +198,10 @@ impl HttpClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(conn);
+        // hyper resends a request whose pooled connection turned out to be closed; a benchmark
+        // must send each request exactly once (`--retries` resends on purpose, and records it)
         let inner = Client::builder(TokioExecutor::new())
+            .retry_canceled_requests(false)
             .pool_max_idle_per_host(pool.max(1))
             .pool_idle_timeout(Duration::from_secs(90))
             .build(https);

@@ -5,9 +5,10 @@
 //! - [`openai`]: request bodies and chunk classification;
 //! - [`http`]: the pooled client, the run's monotonic clock, cancellation;
 //! - [`exchange`]: one request, measured and classified;
-//! - [`runner`]: the pacer, workers and stop conditions.
+//! - [`bookkeeping`]: token counting and record finishing, off the load loop;
+//! - [`runner`]: drives the load state machine on the wall clock.
 
-pub mod background;
+pub mod bookkeeping;
 pub mod exchange;
 pub mod http;
 pub mod openai;
@@ -16,10 +17,11 @@ pub mod runner;
 pub mod sse;
 
 pub use exchange::{Endpoint, Exchange, RequestMeta, execute};
+pub use goodput_metrics::StopReason;
 pub use goodput_workload::Load;
 pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
 pub use openai::Api;
-pub use runner::{Counters, Observer, RunConfig, RunOutcome, StopReason, run};
+pub use runner::{Counters, Observer, RunConfig, RunOutcome, run};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

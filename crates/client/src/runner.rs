@@ -1,23 +1,27 @@
-//! The load runner: a pacer that releases sessions at absolute deadlines (open loop) or N workers
-//! that each start the next session when the previous ends (closed loop), stop conditions, and
-//! graceful interruption.
+//! The load runner: drives the [`LoadMachine`] on the wall clock over real HTTP.
 //!
-//! The pacer runs on its own OS thread and never waits on the workers: it sleeps to just short of
-//! each deadline, spins the last stretch (tokio's timer rounds up to 1 ms), then spawns the
-//! session onto the runtime. A separate generator thread prepares prompts ahead of the pacer, so
-//! building a long prompt never delays a send. Every record keeps its scheduled time, so lateness
-//! is measured, not hidden.
+//! The machine (in `goodput-workload`) decides every send; this module only does what it says.
+//! A load thread at raised priority handles what is due at a time (open-loop arrivals, the end of
+//! a think time): it sleeps to just short of the deadline, spins the last stretch (tokio's timer
+//! rounds up to 1 ms), and spawns the request. A request's task, when its stream ends, tells the
+//! machine and sends whatever is due next itself (a closed-loop user's next request goes out from
+//! the same task, with no thread hop), then hands the exchange to the bookkeeping thread for
+//! token counting: the load never waits for bookkeeping. A generator thread prepares sessions
+//! (prompt text) ahead of the machine, so building a prompt never delays a send.
+//!
+//! Every record keeps its scheduled time, so lateness is measured, not hidden.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use goodput_metrics::{ErrorClass, RequestRecord, units};
-use goodput_workload::{ArrivalClock, Arrivals, Conversation, Load, SessionSpec, Workload, seed};
+use goodput_metrics::{ErrorClass, RequestRecord, StopReason};
+use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, SessionSource, SessionSpec, Workload};
 use serde::Serialize;
-use tokio::sync::{Semaphore, mpsc};
 
+use crate::bookkeeping::{BookStats, Bookkeeper};
 use crate::exchange::{Endpoint, RequestMeta, execute};
 use crate::http::{Cancel, CancelHandle, cancel_pair};
 use crate::openai::request_body;
@@ -40,6 +44,10 @@ pub struct RunConfig {
     pub ignore_eos: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Send each request's own seed (`"seed"`): the embedded engine draws its natural stop
+    /// lengths and words from it, as the simulator does.
+    #[serde(skip)]
+    pub send_seed: bool,
     pub seed: u64,
 }
 
@@ -56,7 +64,16 @@ impl RunConfig {
             model: model.into(),
             ignore_eos: true,
             extra_body: None,
+            send_seed: false,
             seed: 0,
+        }
+    }
+
+    fn bounds(&self) -> Bounds {
+        Bounds {
+            requests: self.requests,
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            max_errors: self.max_errors,
         }
     }
 }
@@ -68,20 +85,6 @@ fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S
     }
 }
 
-/// Why the run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The request count was reached (or the dataset ran out) and everything finished.
-    Completed,
-    /// `--duration` elapsed.
-    Duration,
-    /// `--max-errors` was reached.
-    MaxErrors,
-    /// Interrupted from outside (Ctrl-C).
-    Interrupted,
-}
-
 /// Live counters, for progress display.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -91,7 +94,7 @@ pub struct Counters {
     pub in_flight: AtomicU64,
 }
 
-/// Receives each record as soon as its request ends (for the JSONL log and progress), and each
+/// Receives each record as soon as it is finished (for the JSONL log and progress), and each
 /// request as it is sent (for `--export-schedule`).
 pub trait Observer: Send + Sync {
     fn record(&self, record: &RequestRecord, counters: &Counters);
@@ -114,72 +117,125 @@ pub struct RunOutcome {
     pub elapsed_s: f64,
     /// The clock every record's times are on (started when the load began).
     pub clock: crate::http::Clock,
+    /// What the bookkeeping did (records finished late or without our counts).
+    pub bookkeeping: BookStats,
 }
 
 /// Sessions the generator thread prepares ahead of the load.
 const GENERATOR_AHEAD: usize = 512;
 
-struct Shared {
-    ep: Endpoint,
-    cfg: RunConfig,
+/// How long before a deadline the load thread stops sleeping and spins.
+const SPIN: Duration = Duration::from_micros(60);
+
+/// The machine and the deadline the load thread is sleeping toward (`f64::INFINITY`: until woken).
+struct Driver {
+    machine: LoadMachine,
+    armed: f64,
+}
+
+/// Where finished records go: the run's list, and the observer (JSONL log, progress).
+struct Collector {
     counters: Counters,
     records: Mutex<Vec<RequestRecord>>,
     observer: Arc<dyn Observer>,
-    /// No new requests once set.
-    stop: AtomicBool,
-    stop_signal: CancelHandle,
-    stop_reason: Mutex<Option<StopReason>>,
-    /// In-flight requests are cancelled once set.
-    abort: CancelHandle,
-    tickets: AtomicU64,
-    cap: Option<Arc<Semaphore>>,
 }
 
-impl Shared {
-    fn stop_with(self: &Arc<Self>, reason: StopReason) {
-        {
-            let mut r = self.stop_reason.lock().expect("lock");
-            if r.is_none() {
-                *r = Some(reason);
-            }
-        }
-        if !self.stop.swap(true, Ordering::SeqCst) {
-            self.stop_signal.cancel();
-            if matches!(reason, StopReason::Interrupted | StopReason::MaxErrors) {
-                let me = Arc::clone(self);
-                let grace = self.cfg.grace.unwrap_or(Duration::from_secs(5));
-                tokio::spawn(async move {
-                    tokio::time::sleep(grace).await;
-                    me.abort.cancel();
-                });
-            }
-        }
-    }
-
-    /// Claims the next request id, or `None` when no more requests may be sent.
-    fn ticket(&self) -> Option<u64> {
-        if self.stop.load(Ordering::SeqCst) {
-            return None;
-        }
-        let id = self.tickets.fetch_add(1, Ordering::SeqCst);
-        match self.cfg.requests {
-            Some(n) if id >= n => None,
-            _ => Some(id),
-        }
-    }
-
-    fn report(self: &Arc<Self>, rec: RequestRecord) {
+impl Collector {
+    fn record(&self, rec: RequestRecord) {
         let c = &self.counters;
         c.done.fetch_add(1, Ordering::SeqCst);
-        let failed = rec.error.as_ref().is_some_and(|e| e.class != ErrorClass::Cancelled);
-        if failed {
-            let n = c.failed.fetch_add(1, Ordering::SeqCst) + 1;
-            if self.cfg.max_errors.is_some_and(|m| n >= m) {
-                self.stop_with(StopReason::MaxErrors);
-            }
+        if rec.error.as_ref().is_some_and(|e| e.class != ErrorClass::Cancelled) {
+            c.failed.fetch_add(1, Ordering::SeqCst);
         }
         self.observer.record(&rec, c);
         self.records.lock().expect("lock").push(rec);
+    }
+}
+
+struct Shared {
+    ep: Endpoint,
+    cfg: RunConfig,
+    out: Arc<Collector>,
+    driver: Mutex<Driver>,
+    load_thread: Mutex<Option<std::thread::Thread>>,
+    books: Bookkeeper,
+    /// In-flight requests are cancelled once set.
+    abort: CancelHandle,
+    grace_started: std::sync::atomic::AtomicBool,
+    rt: tokio::runtime::Handle,
+}
+
+impl Shared {
+    fn now_s(&self) -> f64 {
+        self.ep.clock.now_ms() / 1000.0
+    }
+
+    fn wake_load_thread(&self) {
+        if let Some(t) = self.load_thread.lock().expect("lock").as_ref() {
+            t.unpark();
+        }
+    }
+
+    /// Stops sending (`reason`); in-flight requests get the grace period when it is an
+    /// interruption or the error budget.
+    fn stop(self: &Arc<Self>, reason: StopReason) {
+        self.driver.lock().expect("lock").machine.stop(reason);
+        self.after_stop(reason);
+        self.wake_load_thread();
+    }
+
+    fn after_stop(self: &Arc<Self>, reason: StopReason) {
+        if matches!(reason, StopReason::Interrupted | StopReason::MaxErrors)
+            && !self.grace_started.swap(true, Ordering::SeqCst)
+        {
+            let me = Arc::clone(self);
+            let grace = self.cfg.grace.unwrap_or(Duration::from_secs(5));
+            self.rt.spawn(async move {
+                tokio::time::sleep(grace).await;
+                me.abort.cancel();
+            });
+        }
+    }
+
+    /// Tells the machine that `id` ended and takes what is due next. Wakes the load thread when
+    /// something is now due earlier than it expects, or when the run is over.
+    fn finish_and_next(self: &Arc<Self>, id: u64, end_s: f64, f: Finished) -> Option<Request> {
+        let (next, stopped) = {
+            let mut d = self.driver.lock().expect("lock");
+            let before = d.machine.stopped();
+            d.machine.finished(id, end_s, f);
+            let stopped = d.machine.stopped().filter(|_| before.is_none());
+            let next = d.machine.next(self.now_s());
+            let wake = match next {
+                Next::Wait(t) if t < d.armed => {
+                    d.armed = t;
+                    true
+                }
+                Next::Done(_) => true,
+                _ => false,
+            };
+            ((next, wake), stopped)
+        };
+        if let Some(reason) = stopped {
+            self.after_stop(reason);
+        }
+        let (next, wake) = next;
+        if wake {
+            self.wake_load_thread();
+        }
+        match next {
+            Next::Send(r) => Some(*r),
+            _ => None,
+        }
+    }
+}
+
+/// Sessions prepared by the generator thread.
+struct Prepared(Receiver<SessionSpec>);
+
+impl SessionSource for Prepared {
+    fn next_session(&mut self) -> Option<SessionSpec> {
+        self.0.recv().ok()
     }
 }
 
@@ -193,105 +249,88 @@ pub async fn run(
 ) -> RunOutcome {
     // Sessions are prepared ahead on their own thread. Let it fill its buffer before the clock
     // starts, so building prompts does not compete with the first sends for the CPU.
-    let (gen_tx, gen_rx) = mpsc::channel::<SessionSpec>(GENERATOR_AHEAD);
+    let (gen_tx, gen_rx) = sync_channel::<SessionSpec>(GENERATOR_AHEAD);
     let budget = cfg.requests;
-    let generator = std::thread::Builder::new()
-        .name("goodput-workload".into())
-        .spawn(move || generate(workload, gen_tx, budget))
-        .expect("spawn workload thread");
-    let ahead = budget.map_or(GENERATOR_AHEAD, |b| (b as usize).min(GENERATOR_AHEAD));
-    while gen_rx.len() < ahead && !generator.is_finished() && !interrupt.is_cancelled() {
+    let filled = Arc::new(AtomicU64::new(0));
+    let generator = {
+        let filled = Arc::clone(&filled);
+        std::thread::Builder::new()
+            .name("goodput-workload".into())
+            .spawn(move || generate(workload, gen_tx, budget, &filled))
+            .expect("spawn workload thread")
+    };
+    let ahead = budget.map_or(GENERATOR_AHEAD, |b| (b as usize).min(GENERATOR_AHEAD)) as u64;
+    while filled.load(Ordering::Relaxed) < ahead && !generator.is_finished() && !interrupt.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     ep.clock = crate::http::Clock::start();
-    let (stop_signal, _) = cancel_pair();
     let (abort, _) = cancel_pair();
-    let cap = match &cfg.load {
-        Load::Open { max_concurrency: Some(n), .. } => Some(Arc::new(Semaphore::new(*n))),
-        _ => None,
+    let out = Arc::new(Collector { counters: Counters::default(), records: Mutex::new(Vec::new()), observer });
+    let books = {
+        let out = Arc::clone(&out);
+        Bookkeeper::start(ep.tokenizer.clone(), Arc::new(move |rec| out.record(rec)))
     };
+    let machine = LoadMachine::new(&cfg.load, cfg.bounds(), cfg.seed, Box::new(Prepared(gen_rx)), true);
     let shared = Arc::new(Shared {
         ep,
         cfg: cfg.clone(),
-        counters: Counters::default(),
-        records: Mutex::new(Vec::new()),
-        observer,
-        stop: AtomicBool::new(false),
-        stop_signal,
-        stop_reason: Mutex::new(None),
+        out,
+        driver: Mutex::new(Driver { machine, armed: f64::INFINITY }),
+        load_thread: Mutex::new(None),
+        books,
         abort,
-        tickets: AtomicU64::new(0),
-        cap,
+        grace_started: std::sync::atomic::AtomicBool::new(false),
+        rt: tokio::runtime::Handle::current(),
     });
     let t0 = shared.ep.clock.t0();
 
-    // Interruption and duration watchers.
-    {
+    // Interruption watcher.
+    let watcher = {
         let s = Arc::clone(&shared);
         tokio::spawn(async move {
             interrupt.cancelled().await;
-            s.stop_with(StopReason::Interrupted);
-        });
-    }
-    if let Some(d) = cfg.duration {
+            s.stop(StopReason::Interrupted);
+        })
+    };
+
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<StopReason>();
+    let load_thread = {
         let s = Arc::clone(&shared);
-        tokio::spawn(async move {
-            tokio::time::sleep_until((t0 + d).into()).await;
-            s.stop_with(StopReason::Duration);
-        });
-    }
+        std::thread::Builder::new()
+            .name("goodput-load".into())
+            .spawn(move || {
+                let reason = drive(&s);
+                let _ = done_tx.send(reason);
+            })
+            .expect("spawn load thread")
+    };
+    *shared.load_thread.lock().expect("lock") = Some(load_thread.thread().clone());
+    let stop = done_rx.await.unwrap_or(StopReason::Completed);
+    watcher.abort();
+    let _ = tokio::task::spawn_blocking(move || load_thread.join()).await;
 
-    // Every session task holds a clone of `alive`; the run is over when all are dropped.
-    let (alive, mut all_done) = mpsc::channel::<()>(1);
-    match cfg.load.clone() {
-        Load::Closed { concurrency, think } => {
-            let rx = Arc::new(tokio::sync::Mutex::new(gen_rx));
-            // never more users than requests to send
-            let users = cfg.requests.map_or(concurrency, |n| concurrency.min(n.max(1) as usize));
-            for user in 0..users.max(1) {
-                let (s, rx, alive, think) = (Arc::clone(&shared), Arc::clone(&rx), alive.clone(), think.clone());
-                let mut rng = seed::rng_for(cfg.seed, 0x7573_6572_0000_0000 | user as u64);
-                tokio::spawn(async move {
-                    let _alive = alive;
-                    let mut first = true;
-                    loop {
-                        let pause_s = if first { 0.0 } else { think.sample(&mut rng) };
-                        if pause_s > 0.0 && !pause(&s, units::duration(pause_s)).await {
-                            break;
-                        }
-                        first = false;
-                        if s.stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let Some(session) = rx.lock().await.recv().await else {
-                            break;
-                        };
-                        run_session(&s, session, None).await;
-                    }
-                });
-            }
-        }
-        Load::Open { arrivals, .. } => {
-            let (s, alive) = (Arc::clone(&shared), alive.clone());
-            let handle = tokio::runtime::Handle::current();
-            std::thread::Builder::new()
-                .name("goodput-pacer".into())
-                .spawn(move || pace(s, arrivals, gen_rx, handle, alive))
-                .expect("spawn pacer thread");
-        }
-    }
-    drop(alive);
-    let _ = all_done.recv().await;
-
-    let stop = shared.stop_reason.lock().expect("lock").unwrap_or(StopReason::Completed);
-    let mut records = std::mem::take(&mut *shared.records.lock().expect("lock"));
-    records.sort_by_key(|r| r.id);
+    // Counting never holds the run's end: after an interruption it gets the grace period, else
+    // a minute, and what is left is finished without our counts.
     let interrupted = matches!(stop, StopReason::Interrupted | StopReason::MaxErrors);
-    RunOutcome { records, stop, interrupted, elapsed_s: t0.elapsed().as_secs_f64(), clock: shared.ep.clock }
+    let deadline = if interrupted { cfg.grace.unwrap_or(Duration::from_secs(5)) } else { Duration::from_secs(60) };
+    let s = Arc::clone(&shared);
+    let bookkeeping = tokio::task::spawn_blocking(move || s.books.close(deadline)).await.unwrap_or_default();
+    drop(generator);
+
+    let mut records = std::mem::take(&mut *shared.out.records.lock().expect("lock"));
+    records.sort_by_key(|r| r.id);
+    RunOutcome {
+        records,
+        stop,
+        interrupted,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+        clock: shared.ep.clock,
+        bookkeeping,
+    }
 }
 
-/// Produces sessions until the request budget is covered or the dataset ends.
-fn generate(mut w: Workload, tx: mpsc::Sender<SessionSpec>, budget: Option<u64>) {
+/// Produces sessions until the request budget is covered or the workload ends.
+fn generate(mut w: Workload, tx: SyncSender<SessionSpec>, budget: Option<u64>, filled: &AtomicU64) {
     let mut planned = 0u64;
     while budget.is_none_or(|b| planned < b) {
         let Some(mut s) = w.next_session() else {
@@ -302,146 +341,111 @@ fn generate(mut w: Workload, tx: mpsc::Sender<SessionSpec>, budget: Option<u64>)
             s.turns.truncate(left.max(1));
         }
         planned += s.turns.len() as u64;
-        if tx.blocking_send(s).is_err() {
+        if tx.send(s).is_err() {
             return;
         }
+        filled.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// The open-loop pacer (its own OS thread).
-fn pace(
-    s: Arc<Shared>,
-    arrivals: Arrivals,
-    mut rx: mpsc::Receiver<SessionSpec>,
-    rt: tokio::runtime::Handle,
-    alive: mpsc::Sender<()>,
-) {
+/// The load thread: sends what is due, sleeps until the next deadline or until woken.
+fn drive(s: &Arc<Shared>) -> StopReason {
     crate::priority::pacer();
-    let t0 = s.ep.clock.t0();
-    let mut clock = ArrivalClock::new(arrivals);
-    let mut rng = seed::rng(s.cfg.seed, seed::Stream::Arrivals);
-    while let Some(session) = rx.blocking_recv() {
-        let offset = clock.next(&mut rng, session.trace_time_s);
-        if s.cfg.duration.is_some_and(|d| offset > d.as_secs_f64()) {
-            break;
-        }
-        let deadline = t0 + units::duration(offset);
-        if !sleep_until(deadline, &s.stop) {
-            break;
-        }
-        let (s2, alive) = (Arc::clone(&s), alive.clone());
-        rt.spawn(async move {
-            let _alive = alive;
-            run_session(&s2, session, Some(deadline)).await;
-        });
-    }
-}
-
-/// Sleeps to `deadline` with sub-millisecond precision: OS sleep to just short of it, then spin.
-/// Returns false if `stop` was raised first.
-pub fn sleep_until(deadline: Instant, stop: &AtomicBool) -> bool {
-    const SPIN: Duration = Duration::from_micros(60);
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        let left = deadline - now;
-        if left > SPIN {
-            std::thread::sleep((left - SPIN).min(Duration::from_millis(50)));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// Waits `d` unless the run stops first; returns false if it stopped.
-async fn pause(s: &Shared, d: Duration) -> bool {
-    let stop = s.stop_signal.token();
-    tokio::select! {
-        _ = tokio::time::sleep(d) => !s.stop.load(Ordering::SeqCst),
-        _ = stop.cancelled() => false,
-    }
-}
-
-/// Runs one session's turns in order. `first_at` is the scheduled start (open loop).
-async fn run_session(s: &Arc<Shared>, session: SessionSpec, first_at: Option<Instant>) {
     let clock = s.ep.clock;
-    let abort = s.abort.token();
-    let mut conv = Conversation::start(&session);
-    let multi = session.multi_turn || session.turns.len() > 1;
-    let mut prev_end: Option<Instant> = None;
-    for (k, turn) in session.turns.iter().enumerate() {
-        let scheduled = match (prev_end, first_at) {
-            (Some(end), _) => {
-                let at = end + units::duration(turn.think_s);
-                if at > Instant::now() && !pause(s, at - Instant::now()).await {
-                    return;
-                }
-                at
+    loop {
+        let next = {
+            let mut d = s.driver.lock().expect("lock");
+            let before = d.machine.stopped();
+            let next = d.machine.next(s.now_s());
+            d.armed = match next {
+                Next::Wait(t) => t,
+                _ => f64::INFINITY,
+            };
+            if before.is_none()
+                && let Some(reason) = d.machine.stopped()
+            {
+                drop(d);
+                s.after_stop(reason);
             }
-            (None, Some(at)) => at,
-            (None, None) => Instant::now(),
+            next
         };
-        let Some(id) = s.ticket() else { return };
-        conv.push_user(turn);
-        let body = body_for(s, &conv, turn.output_tokens);
-
-        let mut cap_wait_ms = 0.0;
-        let _permit = match &s.cap {
-            Some(sem) => {
-                let before = Instant::now();
-                let permit = tokio::select! {
-                    p = Arc::clone(sem).acquire_owned() => p.ok(),
-                    _ = abort.cancelled() => None,
-                };
-                cap_wait_ms = clock.ms(Instant::now()) - clock.ms(before.max(scheduled));
-                if permit.is_none() {
-                    return;
-                }
-                permit
+        match next {
+            Next::Send(r) => {
+                let s2 = Arc::clone(s);
+                s.rt.spawn(async move { request_task(s2, *r).await });
             }
-            None => None,
-        };
-        let meta = RequestMeta {
-            id,
-            session: multi.then_some(session.id),
-            turn: multi.then_some(k as u32),
-            scheduled_ms: clock.ms(scheduled),
-            cap_wait_ms: cap_wait_ms.max(0.0),
-            input_tokens_client: Some(conv.tokens),
-            requested_output_tokens: Some(turn.output_tokens as u64),
-        };
-        s.counters.sent.fetch_add(1, Ordering::SeqCst);
-        s.counters.in_flight.fetch_add(1, Ordering::SeqCst);
-        s.observer.sent(&meta, &body, &s.counters);
-        let ex = execute(&s.ep, &meta, body, &abort).await;
-        s.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
-        // think time counts from when the reply ended, not from when its bookkeeping did
-        prev_end = Some(ex.record.end_ms.map_or_else(Instant::now, |ms| clock.instant(ms)));
-        let ok = ex.record.is_success();
-        let out_tokens = ex.record.output_tokens.unwrap_or(0);
-        s.report(ex.record);
-        if !ok {
-            return; // a broken conversation is not continued
+            Next::Wait(t) => {
+                let deadline = clock.instant(t * 1000.0);
+                let now = Instant::now();
+                if deadline > now + SPIN {
+                    std::thread::park_timeout(deadline - now - SPIN);
+                } else {
+                    while Instant::now() < deadline {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+            Next::Idle => std::thread::park(),
+            Next::Done(reason) => return reason,
         }
-        conv.push_reply(ex.reply, out_tokens);
     }
 }
 
-fn body_for(s: &Shared, conv: &Conversation, max_tokens: u32) -> Bytes {
+/// Sends `r`, then whatever the machine says is due when it ends, until nothing is.
+async fn request_task(s: Arc<Shared>, mut r: Request) {
+    let abort = s.abort.token();
+    loop {
+        let clock = s.ep.clock;
+        let multi = r.multi_turn;
+        let meta = RequestMeta {
+            id: r.id,
+            session: multi.then_some(r.session),
+            turn: multi.then_some(r.turn),
+            user: r.user,
+            scheduled_ms: r.scheduled_s * 1000.0,
+            cap_wait_ms: r.cap_wait_s * 1000.0,
+            input_tokens_client: Some(r.input_tokens),
+            requested_output_tokens: Some(r.max_tokens as u64),
+        };
+        let body = body_for(&s, &r);
+        let c = &s.out.counters;
+        c.sent.fetch_add(1, Ordering::SeqCst);
+        c.in_flight.fetch_add(1, Ordering::SeqCst);
+        s.out.observer.sent(&meta, &body, c);
+        let ex = execute(&s.ep, &meta, body, &abort).await;
+        c.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let rec = ex.record();
+        // think time counts from when the reply ended
+        let end_s = rec.end_ms.unwrap_or_else(|| clock.now_ms()) / 1000.0;
+        let ok = ex.is_success();
+        let finished = if ok && r.more_turns {
+            Finished { ok, output_tokens: ex.output_tokens_for_conversation(&s.ep.tokenizer), reply: ex.reply() }
+        } else {
+            Finished { ok, output_tokens: ex.server_output_tokens().unwrap_or(0), reply: String::new() }
+        };
+        s.books.submit(ex);
+        match s.finish_and_next(r.id, end_s, finished) {
+            Some(next) => r = next,
+            None => return,
+        }
+    }
+}
+
+fn body_for(s: &Shared, r: &Request) -> Bytes {
     let cfg = &s.cfg;
+    let mut extra = cfg.extra_body.clone();
+    if cfg.send_seed {
+        extra.get_or_insert_with(Default::default).insert("seed".into(), r.seed.into());
+    }
+    let messages = &r.messages;
     let body = request_body(
         s.ep.api,
         &cfg.model,
-        &conv.messages,
-        || conv.as_text(),
-        max_tokens,
+        messages,
+        || messages.iter().map(|m| m.content.as_str()).collect::<String>(),
+        r.max_tokens,
         cfg.ignore_eos,
-        cfg.extra_body.as_ref(),
+        extra.as_ref(),
     );
     Bytes::from(serde_json::to_vec(&body).expect("serializable body"))
 }

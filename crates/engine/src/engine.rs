@@ -40,6 +40,20 @@ pub struct EngineRequest {
     pub output_tokens: u32,
 }
 
+/// How many tokens a request generates: all of `max_tokens` when it must (`ignore_eos`), else its
+/// natural stop, drawn uniformly from `min..=max` from the request's own seed. The real-time
+/// server and the simulator both call this, so they stop a request at the same length.
+pub fn output_length(seed: u64, min: u32, max: u32, ignore_eos: bool) -> u32 {
+    use rand::{Rng, SeedableRng};
+    let max = max.max(1);
+    if ignore_eos {
+        return max;
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(0x6e61_7475_7261_6c);
+    rng.random_range(min.clamp(1, max)..=max)
+}
+
 /// Tokens delivered to one sequence at the end of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Emit {

@@ -4,24 +4,21 @@
 //! - [`config`]: an engine configuration, its validation and memory plan;
 //! - [`cost`]: the roofline step-time model;
 //! - [`kv`]: the paged KV block allocator;
-//! - [`engine`]: continuous batching (scheduler, preemption, statistics);
-//! - [`sim`]: the virtual-time driver that turns a workload into request records.
+//! - [`engine`]: continuous batching (scheduler, preemption, statistics).
 //!
-//! Pure and synchronous: no async, no I/O beyond parsing given text, no wall clock. The real-time
-//! driver (an OpenAI-compatible HTTP server) lives in `goodput-server`.
+//! Pure and synchronous: no async, no I/O beyond parsing given text, no wall clock. Two drivers
+//! run it: in real time behind an OpenAI-compatible HTTP server (`goodput-server`), and in
+//! virtual time (`goodput-sim`).
 
-pub mod calibration;
 pub mod catalog;
 pub mod config;
 pub mod cost;
 pub mod engine;
 pub mod kv;
-pub mod sim;
 
 pub use catalog::{Catalog, Dtype, Gpu, ModelArch};
 pub use config::{Efficiency, EngineConfig, MemoryPlan};
-pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, SeqId, StepOut};
-pub use sim::{SimConfig, SimOutcome, simulate};
+pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, SeqId, StepOut, output_length};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

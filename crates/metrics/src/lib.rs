@@ -15,7 +15,7 @@ pub mod tokens;
 pub mod trend;
 pub mod units;
 
-pub use record::{ErrorClass, RequestError, RequestRecord, TokenSource};
+pub use record::{Attempt, ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 pub use request::RequestMetrics;
 pub use result::{ResultDoc, Run, Target};
 pub use slo::{Slo, SloSummary, Smoothing};

@@ -63,6 +63,23 @@ impl ErrorClass {
     }
 }
 
+/// Why a run (or one stage of it) ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The request count was reached (or the dataset ran out) and everything finished.
+    #[default]
+    Completed,
+    /// `--duration` elapsed: what was scheduled after it was not sent.
+    Duration,
+    /// `--max-errors` was reached.
+    MaxErrors,
+    /// Interrupted from outside (Ctrl-C).
+    Interrupted,
+    /// A capacity step stopped early: requests piled up far beyond what the SLO allows.
+    Saturated,
+}
+
 /// A classified failure.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestError {
@@ -71,6 +88,16 @@ pub struct RequestError {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+}
+
+/// An attempt that failed before the one the record measures (`--retries`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// When the attempt was sent.
+    pub sent_ms: f64,
+    /// When its failure was noticed.
+    pub end_ms: f64,
+    pub error: RequestError,
 }
 
 /// What happened to one request. See `docs/metrics.md` for every derived quantity.
@@ -83,7 +110,11 @@ pub struct RequestRecord {
     pub session: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
-    /// `a`: when the schedule said the request should start.
+    /// The closed-loop user that sent it (0-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
+    /// `a`: when the schedule said the request should start (for a closed loop: when its user's
+    /// previous request ended, plus any think time).
     pub scheduled_ms: f64,
     /// Time spent waiting for a `--max-concurrency` slot (part of `s − a` that is not pacer lag).
     #[serde(default)]
@@ -101,10 +132,17 @@ pub struct RequestRecord {
     pub event_tokens_source: Option<TokenSource>,
     /// When the stream closed (or the failure was noticed).
     pub end_ms: Option<f64>,
-    /// Times the request was resent because a pooled keep-alive connection turned out to be closed
-    /// by the server before any response byte (the request never reached the server's handler).
+    /// Failed attempts before the measured one (`--retries N`; 0 by default: a request is sent
+    /// exactly once). `sent_ms` and everything after it belong to the last attempt.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reconnects: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// Our tokenizer's counts were not made (the client's bookkeeping fell behind, or the run
+    /// ended before they were): `*_tokens_client` are absent and the per-event split is one token
+    /// per event unless the server gave it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counts_skipped: bool,
     /// Number of non-content events (role-only, empty, usage-only chunks).
     #[serde(default)]
     pub other_events: u32,

@@ -39,8 +39,11 @@ pub struct SummaryOptions {
     pub compare_input_counts: bool,
     /// Output lengths were forced (`ignore_eos`): a different received length is worth a warning.
     pub expect_exact_output: bool,
-    /// Schedule lag p99 above this (ms) marks the run client-bound.
+    /// Schedule lag p99 above this (ms) marks an open-loop run client-bound.
     pub lag_limit_ms: f64,
+    /// A closed loop of this many users: the self-check looks at the time each user spends
+    /// between a reply's end and its next send (`worker_gap_ms`) instead of schedule lag.
+    pub closed_loop: Option<usize>,
     /// SLO to evaluate (attainment, goodput, percentile verdicts), with smoothed-goodput
     /// parameters when they can be set.
     pub slo: Option<(Slo, Option<Smoothing>)>,
@@ -93,6 +96,25 @@ pub struct Warning {
     pub code: String,
     pub message: String,
 }
+
+/// Whether a closed loop kept its users busy (see `docs/metrics.md`, Client self-check).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadCheck {
+    /// Users asked for (`--concurrency`).
+    pub requested_concurrency: u64,
+    /// Time-weighted mean of requests in flight while every user was active (from the last
+    /// user's first send to the first user's last reply); `None` when that span is empty.
+    pub mean_in_flight: Option<f64>,
+    /// Time-weighted mean of users in their think time over the same span.
+    pub mean_thinking: Option<f64>,
+    /// Share of the users' time spent between one reply's end (plus think time) and the next
+    /// send: the load the client failed to apply.
+    pub gap_share: f64,
+}
+
+/// Above this share of their time in worker gaps, a closed loop's users were held back by the
+/// client: the run is `client_bound`.
+pub const GAP_SHARE_LIMIT: f64 = 0.05;
 
 /// Whether the load generator kept up with its schedule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,16 +173,29 @@ pub struct Summary {
     pub client_queue_ms: Distribution,
     /// `s − a − cap_wait`: the load generator's own lateness.
     pub schedule_lag_ms: Distribution,
+    /// Closed loops: per user, from one reply's end (plus think time) to the user's next send.
+    #[serde(default)]
+    pub worker_gap_ms: Distribution,
+    /// Closed loops: whether the users were kept busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_check: Option<LoadCheck>,
     /// Multi-turn sessions: TTFT of first turns and of later turns (which resend the conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_first_turn_ms: Option<Distribution>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_later_turns_ms: Option<Distribution>,
     pub token_counts: TokenCounts,
+    /// Measured requests whose client-side token counts were skipped (`counts_skipped`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub counts_skipped: u64,
     /// SLO attainment and goodput, when an SLO was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloSummary>,
     pub warnings: Vec<Warning>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Which records are measured, and the window they are measured over.
@@ -260,6 +295,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
             d.chunk_itl.push(g);
         }
         check_counts(&mut s.token_counts, r);
+        s.counts_skipped += u64::from(r.counts_skipped);
     }
 
     // Throughput: tokens and completions inside the window, from every successful record.
@@ -300,13 +336,18 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         s.mean_concurrency = in_flight_ms / 1000.0 / secs;
     }
 
-    // Client self-check: achieved send rate over the span of sends.
+    // Client self-check: achieved send rate over the span of sends (open loops: it compares
+    // with the offered rate); for a closed loop, sends per second of the window (it compares
+    // with the request throughput).
     let rate_of = |f: fn(&(f64, f64, f64)) -> f64| -> Option<f64> {
         let lo = sends.iter().map(f).reduce(f64::min)?;
         let hi = sends.iter().map(f).reduce(f64::max)?;
         (sends.len() >= 2 && hi > lo).then(|| (sends.len() - 1) as f64 / ((hi - lo) / 1000.0))
     };
-    s.achieved_rate = rate_of(|x| x.1);
+    s.achieved_rate = match opts.closed_loop {
+        Some(_) => (secs > 0.0 && !sends.is_empty()).then(|| sends.len() as f64 / secs),
+        None => rate_of(|x| x.1),
+    };
     let scheduled_rate = rate_of(|x| x.0);
     let client_rate = rate_of(|x| x.2);
     // a ramp or a replay has no one nominal rate: its drawn schedule's mean rate is what it offered
@@ -325,6 +366,11 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.normalized_ms = d.normalized.describe(m);
     s.client_queue_ms = d.client_queue.describe(m);
     s.schedule_lag_ms = d.schedule_lag.describe(m);
+    if let Some(users) = opts.closed_loop {
+        let (mut gaps, check) = load_check(records, users);
+        s.worker_gap_ms = gaps.describe(m);
+        s.load_check = check;
+    }
     if records.iter().any(|r| r.turn.is_some()) {
         s.ttft_first_turn_ms = Some(d.ttft_first.describe(m));
         s.ttft_later_turns_ms = Some(d.ttft_later.describe(m));
@@ -378,12 +424,76 @@ fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
     }
 }
 
-/// `client_bound` when the generator lagged its schedule (p99 of `s − a − cap_wait` over the
-/// limit) or, for an open loop, sent at under 97% of the rate its own schedule asked for. The
-/// comparison uses the schedule actually drawn (not the nominal rate, which a short random
-/// schedule misses by chance) and send times less cap waits (a concurrency cap is the server's
-/// slowness showing, not the client's).
+/// Per user of a closed loop, the gaps between consecutive requests (`s − a` of each follow-on
+/// request: its user was ready at `a`), the share of the users' time they took, and the mean
+/// load over the span in which every user was active.
+fn load_check(records: &[RequestRecord], users: usize) -> (Samples, Option<LoadCheck>) {
+    let mut by_user: BTreeMap<u32, Vec<&RequestRecord>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.sent_ms.is_some()) {
+        if let Some(u) = r.user {
+            by_user.entry(u).or_default().push(r);
+        }
+    }
+    let mut gaps = Samples::default();
+    let (mut gap_ms, mut span_ms) = (0.0, 0.0);
+    let end_of = |r: &RequestRecord| r.end_ms.or(r.last_event_ms()).unwrap_or(r.sent_ms.unwrap_or(0.0));
+    let (mut first_start, mut last_end) = (f64::NEG_INFINITY, f64::INFINITY);
+    for rs in by_user.values_mut() {
+        rs.sort_by(|a, b| a.sent_ms.unwrap_or(0.0).total_cmp(&b.sent_ms.unwrap_or(0.0)));
+        for w in rs.windows(2) {
+            let (prev, next) = (w[0], w[1]);
+            let sent = next.sent_ms.unwrap_or(0.0);
+            let gap = (sent - next.scheduled_ms - next.cap_wait_ms).max(0.0);
+            gaps.push(gap);
+            gap_ms += gap;
+            span_ms += sent - prev.sent_ms.unwrap_or(0.0);
+        }
+        if let (Some(f), Some(l)) = (rs.first(), rs.last()) {
+            first_start = first_start.max(f.sent_ms.unwrap_or(0.0));
+            last_end = last_end.min(end_of(l));
+        }
+    }
+    if by_user.is_empty() {
+        return (gaps, None);
+    }
+    // while every user was active, each is in flight, thinking, or in a gap
+    let (mut in_flight, mut thinking) = (None, None);
+    if by_user.len() == users && last_end > first_start {
+        let (lo, hi) = (first_start, last_end);
+        let overlap = |a: f64, b: f64| (b.min(hi) - a.max(lo)).max(0.0);
+        let (mut busy, mut think) = (0.0, 0.0);
+        for rs in by_user.values() {
+            for (i, r) in rs.iter().enumerate() {
+                busy += overlap(r.sent_ms.unwrap_or(0.0), end_of(r));
+                if i > 0 {
+                    think += overlap(end_of(rs[i - 1]), r.scheduled_ms);
+                }
+            }
+        }
+        in_flight = Some(busy / (hi - lo));
+        thinking = Some(think / (hi - lo));
+    }
+    let check = LoadCheck {
+        requested_concurrency: users as u64,
+        mean_in_flight: in_flight,
+        mean_thinking: thinking,
+        gap_share: if span_ms > 0.0 { gap_ms / span_ms } else { 0.0 },
+    };
+    (gaps, Some(check))
+}
+
+/// `client_bound` when the generator did not apply the load asked for: an open loop that lagged
+/// its schedule (p99 of `s − a − cap_wait` over the limit) or sent at under 97% of the rate its
+/// own schedule asked for; a closed loop whose users spent more than [`GAP_SHARE_LIMIT`] of their
+/// time waiting for the client between a reply and their next send. The open-loop comparison
+/// uses the schedule actually drawn (not the nominal rate, which a short random schedule misses
+/// by chance) and send times less cap waits (a concurrency cap is the server's slowness showing,
+/// not the client's).
 fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Verdict {
+    if opts.closed_loop.is_some() {
+        let held_back = s.load_check.is_some_and(|c| c.gap_share > GAP_SHARE_LIMIT);
+        return if held_back { Verdict::ClientBound } else { Verdict::Ok };
+    }
     let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
     let scheduled = opts.offered_rate.is_some() || opts.offered_is_drawn;
     let slow = match (scheduled, scheduled_rate, client_rate) {
@@ -396,7 +506,27 @@ fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, clie
 fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
     let mut w = Vec::new();
     let mut add = |code: &str, message: String| w.push(Warning { code: code.into(), message });
-    if s.verdict == Verdict::ClientBound {
+    if let (Verdict::ClientBound, Some(c)) = (s.verdict, &s.load_check) {
+        let load = match (c.mean_in_flight, c.mean_thinking) {
+            (Some(f), Some(t)) if t > 0.005 => {
+                format!("; mean in flight {f:.1}, thinking {t:.1}, of {} users", c.requested_concurrency)
+            }
+            (Some(f), _) => format!("; mean in flight {f:.1} of {} users", c.requested_concurrency),
+            _ => String::new(),
+        };
+        add(
+            "client_bound",
+            format!(
+                "the load generator did not keep its {} users busy: they spent {:.1}% of their time waiting for the client \
+                 between a reply and their next send (worker gap p50 {:.3} ms, p99 {:.3} ms{load}): results describe a \
+                 lighter load than asked for",
+                c.requested_concurrency,
+                c.gap_share * 100.0,
+                s.worker_gap_ms.p50.unwrap_or(0.0),
+                s.worker_gap_ms.p99.unwrap_or(0.0),
+            ),
+        );
+    } else if s.verdict == Verdict::ClientBound {
         let rates = match (s.offered_rate, s.achieved_rate) {
             (Some(o), Some(a)) => format!(", sent {a:.2} of {o:.2} req/s offered"),
             _ => String::new(),
@@ -483,6 +613,16 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
             format!(
                 "{} rest on fewer than 10/(1 - p) samples: read them with their confidence intervals",
                 parts.join("; ")
+            ),
+        );
+    }
+    if s.counts_skipped > 0 {
+        add(
+            "counts_skipped",
+            format!(
+                "our tokenizer's counts were skipped for {} requests (the client's bookkeeping fell behind, or the run \
+                 ended first): those use the server's usage counts, and one token per event where it gave none",
+                s.counts_skipped
             ),
         );
     }
@@ -627,6 +767,41 @@ mod tests {
         assert_eq!(s.schedule_lag_ms.p99, Some(5.0));
         assert_eq!(s.verdict, Verdict::ClientBound);
         assert_eq!(s.warnings[0].code, "client_bound");
+    }
+
+    #[test]
+    fn closed_loop_gaps_mark_client_bound() {
+        // two users, back to back: user 0 waits 1 ms for the client before its second send,
+        // user 1 waits 0.5 ms
+        let mut recs = vec![
+            ok(0, 0.0, 0.0, &[4.0, 10.0], 1),
+            ok(1, 0.0, 0.0, &[2.0, 5.0], 1),
+            ok(2, 10.0, 11.0, &[15.0, 20.0], 1),
+            ok(3, 5.0, 5.5, &[12.0, 20.0], 1),
+        ];
+        for (r, u) in recs.iter_mut().zip([0, 1, 0, 1]) {
+            r.user = Some(u);
+        }
+        let opts = SummaryOptions { closed_loop: Some(2), ..SummaryOptions::new() };
+        let s = summarize(&recs, &opts);
+        let c = s.load_check.unwrap();
+        // gaps 1 + 0.5 over the users' spans between sends 11 + 5.5
+        assert!((c.gap_share - 1.5 / 16.5).abs() < 1e-12, "{}", c.gap_share);
+        assert_eq!(s.worker_gap_ms.n, 2);
+        assert_eq!(s.worker_gap_ms.max, Some(1.0));
+        // both users active from 0 to 20 ms: in flight 10 + 9 and 5 + 14.5 ms
+        assert!((c.mean_in_flight.unwrap() - 38.5 / 20.0).abs() < 1e-12);
+        assert_eq!(c.mean_thinking, Some(0.0));
+        assert_eq!(s.verdict, Verdict::ClientBound);
+        assert!(s.warnings[0].message.contains("did not keep its 2 users busy"), "{}", s.warnings[0].message);
+        // a closed loop's achieved rate is sends per second of the window: 4 over 20 ms
+        assert_eq!(s.achieved_rate, Some(200.0));
+        // the same with 10 µs gaps is fine
+        recs[2].sent_ms = Some(10.01);
+        recs[3].sent_ms = Some(5.01);
+        let s = summarize(&recs, &opts);
+        assert_eq!(s.verdict, Verdict::Ok);
+        assert!(s.load_check.unwrap().gap_share < 0.002);
     }
 
     #[test]

@@ -28,10 +28,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use bytes::Bytes;
-use goodput_engine::{Engine, EngineConfig, EngineRequest, Reject};
+use goodput_engine::{Engine, EngineConfig, EngineRequest, Reject, output_length};
 use goodput_tokenizer::Tokenizer;
 use http_body_util::BodyExt;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
@@ -230,6 +230,21 @@ fn lower_priority(n: i32) {
     let _ = n;
 }
 
+/// Lowers the calling thread's priority by `delta` nice steps (Linux; once per thread: a pool
+/// thread that already did it keeps its level).
+fn lower_priority_by(delta: i32) {
+    thread_local!(static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    if DONE.with(|d| d.replace(true)) {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    unsafe {
+        let cur = libc::getpriority(libc::PRIO_PROCESS, 0);
+        libc::setpriority(libc::PRIO_PROCESS, 0, (cur + delta).min(19));
+    }
+    let _ = delta;
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     #[error("{0}")]
@@ -277,19 +292,41 @@ fn template_tokens(endpoint: Endpoint, messages: usize) -> u64 {
     }
 }
 
+/// Parses a request and counts its prompt, off the runtime's workers (a blocking-pool thread at
+/// lowered priority) and in bounded time: counting stops as soon as the prompt passes the model's
+/// context, and a prompt whose byte length alone proves it too long is not counted at all. So a
+/// huge prompt costs the server a bounded amount of CPU and never delays other streams' tokens.
+async fn parse_and_count(s: &AppState, endpoint: Endpoint, bytes: Bytes) -> Result<(GenRequest, u64), ApiError> {
+    let tk = s.0.tokenizer.clone();
+    let max_context = s.0.max_context;
+    let job = move || -> Result<(GenRequest, u64), ApiError> {
+        lower_priority_by(5);
+        let r: GenRequest = openai::parse(endpoint, &bytes)?;
+        let template = template_tokens(endpoint, r.texts.len());
+        let limit = max_context.saturating_sub(template) as usize;
+        match tk.count_at_most(r.texts.iter().map(String::as_str), limit) {
+            Ok(n) => Ok((r, n as u64 + template)),
+            Err(at_least) => Err(ApiError::bad_request(format!(
+                "This model's maximum context length is {max_context} tokens. However, your prompt has at least {} \
+                 tokens. Please reduce the length of the messages or prompt.",
+                at_least as u64 + template
+            ))),
+        }
+    };
+    tokio::task::spawn_blocking(job).await.map_err(|_| ApiError::unavailable("the request could not be read"))?
+}
+
 async fn generate(s: AppState, endpoint: Endpoint, req: Request) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let m = &s.0;
     let bytes = read_body(req.into_body(), m.cfg.max_body_bytes).await?;
-    let r: GenRequest = openai::parse(endpoint, &bytes)?;
+    let (r, prompt) = parse_and_count(&s, endpoint, bytes).await?;
     if r.model != m.cfg.model_name {
         return Err(ApiError::not_found(format!(
             "The model `{}` does not exist (this server serves `{}`).",
             r.model, m.cfg.model_name
         )));
     }
-    let prompt: u64 =
-        r.texts.iter().map(|t| m.tokenizer.count(t) as u64).sum::<u64>() + template_tokens(endpoint, r.texts.len());
     let room = m.max_context.saturating_sub(prompt);
     let max_tokens = match (r.max_tokens, endpoint) {
         (Some(n), _) => n as u64,
@@ -313,9 +350,13 @@ async fn generate(s: AppState, endpoint: Endpoint, req: Request) -> Result<Respo
         )));
     }
     let id = m.next_id.fetch_add(1, Ordering::Relaxed);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(m.cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let output = if r.ignore_eos { max_tokens } else { rng.random_range((r.min_tokens as u64).max(1)..=max_tokens) };
-    let ereq = EngineRequest { prompt_tokens: prompt.min(u32::MAX as u64) as u32, output_tokens: output as u32 };
+    // the request's own seed when it sends one (goodput does, to the embedded engine, so that
+    // natural stops match the simulator's); otherwise one per request from the server's seed
+    let seed = r.seed.unwrap_or(m.cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let max_tokens = max_tokens.min(u32::MAX as u64);
+    let output = output_length(seed, r.min_tokens, max_tokens as u32, r.ignore_eos);
+    let ereq = EngineRequest { prompt_tokens: prompt.min(u32::MAX as u64) as u32, output_tokens: output };
     let rx = match m.engine.submit(id, ereq).await {
         Ok(rx) => rx,
         Err(driver::SubmitError::Rejected(Reject::QueueFull { limit })) => {

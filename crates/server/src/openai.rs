@@ -66,6 +66,8 @@ pub struct GenRequest {
     pub ignore_eos: bool,
     pub stream: bool,
     pub include_usage: bool,
+    /// The request's own random seed (OpenAI's `seed`): its natural stop and its words.
+    pub seed: Option<u64>,
 }
 
 fn uint(v: &Value, field: &str) -> Result<Option<u32>, ApiError> {
@@ -180,6 +182,14 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<GenRequest, ApiError> {
         ignore_eos: boolean(&v, "ignore_eos")?,
         stream: boolean(&v, "stream")?,
         include_usage,
+        seed: match v.get("seed") {
+            None | Some(Value::Null) => None,
+            Some(x) => match (x.as_u64(), x.as_i64()) {
+                (Some(n), _) => Some(n),
+                (None, Some(n)) => Some(n as u64),
+                _ => return Err(ApiError::bad_request("`seed` must be an integer")),
+            },
+        },
     })
 }
 

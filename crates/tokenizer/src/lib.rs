@@ -6,6 +6,12 @@
 //!
 //! [`Tokenizer::synthesize`] builds text of an exact token length from the tokenizer's own
 //! single-token words: prompts for synthetic workloads, and the output of the embedded server.
+//!
+//! Counting runs in time linear in the text: BPE on one long piece without spaces is quadratic,
+//! so a piece longer than [`MAX_PIECE`] bytes is counted in [`MAX_PIECE`]-byte parts (a text
+//! without such a piece, which is every natural text, is counted exactly as one).
+//! [`Tokenizer::count_at_most`] stops as soon as a limit is passed, so a server can refuse an
+//! oversized prompt after a bounded amount of work.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,7 +41,18 @@ struct Inner {
     name: String,
     /// Words `w` such that `" " + w` is exactly one token, in vocabulary order.
     words: Vec<String>,
+    /// Joined words count as exactly one token each (checked at load): synthesized text needs
+    /// no re-encoding to verify its length.
+    additive: bool,
+    /// The longest token, in bytes: a text of `b` bytes holds at least `b / max_token_bytes` tokens.
+    max_token_bytes: usize,
 }
+
+/// Longest run of bytes without whitespace that BPE sees at once (longer runs are split).
+pub const MAX_PIECE: usize = 256;
+
+/// `count_at_most` counts in parts of about this many bytes, checking the limit after each.
+const COUNT_PART: usize = 64 * 1024;
 
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,7 +80,10 @@ impl Tokenizer {
                 }
             }
         }
-        Self::finish(Kind::Tiktoken(bpe), "cl100k_base".into(), words)
+        // the longest cl100k token is 128 bytes (runs of spaces and punctuation)
+        let max_bytes =
+            (0..100_256u32).filter_map(|r| bpe.decode_bytes(&[r]).ok()).map(|b| b.len()).max().unwrap_or(128);
+        Self::finish(Kind::Tiktoken(bpe), "cl100k_base".into(), words, max_bytes)
     }
 
     /// A Hugging Face `tokenizer.json` (read from the file only; nothing is downloaded).
@@ -75,6 +95,9 @@ impl Tokenizer {
         let tk = tokenizers::Tokenizer::from_file(path).map_err(|e| load_err(e.to_string()))?;
         let mut vocab: Vec<(u32, String)> = tk.get_vocab(false).into_iter().map(|(t, i)| (i, t)).collect();
         vocab.sort();
+        // a vocabulary entry is at most its own length in bytes once decoded (byte-level markers
+        // such as 'Ġ' take two bytes for one), so this bounds the bytes per token from above
+        let max_bytes = vocab.iter().map(|(_, t)| t.len()).max().unwrap_or(1).max(1);
         let mut words = Vec::new();
         for (_, tok) in vocab {
             // byte-level BPE marks a leading space with 'Ġ', SentencePiece-style with '▁'
@@ -90,7 +113,7 @@ impl Tokenizer {
             }
         }
         let name = path.display().to_string();
-        Self::finish(Kind::HuggingFace(Box::new(tk)), name, words)
+        Self::finish(Kind::HuggingFace(Box::new(tk)), name, words, max_bytes)
     }
 
     /// `cl100k_base` when `path` is `None`, else the file.
@@ -101,11 +124,30 @@ impl Tokenizer {
         }
     }
 
-    fn finish(kind: Kind, name: String, words: Vec<String>) -> Result<Self, TokenizerError> {
+    fn finish(kind: Kind, name: String, words: Vec<String>, max_token_bytes: usize) -> Result<Self, TokenizerError> {
         if words.len() < 64 {
             return Err(TokenizerError::NoWords { name, found: words.len() });
         }
-        Ok(Tokenizer(Arc::new(Inner { kind, name, words })))
+        let mut t = Tokenizer(Arc::new(Inner { kind, name, words, additive: false, max_token_bytes }));
+        let additive = t.joins_exactly();
+        Arc::get_mut(&mut t.0).expect("not shared yet").additive = additive;
+        Ok(t)
+    }
+
+    /// Whether texts joined from single-token words count as one token per word: checked on
+    /// every word once, and on random texts (byte-level BPE tokenizers pass; a tokenizer that
+    /// normalizes or merges across spaces does not, and its synthesized text is re-encoded).
+    fn joins_exactly(&self) -> bool {
+        let words = &self.0.words;
+        let all: Vec<&str> = words.iter().map(String::as_str).collect();
+        if self.count(&join(&all)) != all.len() {
+            return false;
+        }
+        let mut rng = check_rng(0x6a6f_696e);
+        (0..4).all(|_| {
+            let picked: Vec<&str> = (0..500).map(|_| words.choose(&mut rng).expect("words").as_str()).collect();
+            self.count(&join(&picked)) == picked.len()
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -120,12 +162,53 @@ impl Tokenizer {
         }
     }
 
-    /// Number of tokens in `text`, without special tokens.
+    /// Number of tokens in `text`, without special tokens, in time linear in its length (see
+    /// the module documentation: runs of over [`MAX_PIECE`] bytes without whitespace are counted
+    /// in parts, which may count a token or two more per part than whole-text BPE would).
     pub fn count(&self, text: &str) -> usize {
+        split_long_runs(text).map(|part| self.count_piece(part)).sum()
+    }
+
+    fn count_piece(&self, text: &str) -> usize {
         match &self.0.kind {
             Kind::Tiktoken(bpe) => bpe.count_ordinary(text),
-            Kind::HuggingFace(_) => self.encode(text).len(),
+            Kind::HuggingFace(tk) => tk.encode(text, false).map(|e| e.get_ids().len()).unwrap_or(0),
         }
+    }
+
+    /// The tokens of `texts` together (counted one after another), or `Err(at_least)` as soon as
+    /// they pass `limit`: the work done is bounded by about `limit` tokens' worth of text, plus a
+    /// check on the byte length (a text of `b` bytes has at least `b / max_token_bytes` tokens).
+    pub fn count_at_most<'a>(
+        &self,
+        texts: impl IntoIterator<Item = &'a str> + Clone,
+        limit: usize,
+    ) -> Result<usize, usize> {
+        let bytes: usize = texts.clone().into_iter().map(str::len).sum();
+        let floor = bytes.div_ceil(self.0.max_token_bytes);
+        if floor > limit {
+            return Err(floor);
+        }
+        let mut n = 0;
+        for text in texts {
+            for part in parts(text, COUNT_PART) {
+                n += self.count(part);
+                if n > limit {
+                    return Err(n);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// The longest token of the vocabulary, in bytes.
+    pub fn max_token_bytes(&self) -> usize {
+        self.0.max_token_bytes
+    }
+
+    /// Whether synthesized text is exact without re-encoding (see [`Tokenizer::synthesize`]).
+    pub fn is_additive(&self) -> bool {
+        self.0.additive
     }
 
     /// The single-token words this tokenizer offers (each is one token with a leading space).
@@ -134,11 +217,16 @@ impl Tokenizer {
     }
 
     /// Text of exactly `n` tokens (by this tokenizer), made of random single-token words.
-    /// Returns the text and its verified token count (equal to `n` except in pathological cases).
+    /// Returns the text and its token count (equal to `n` except in pathological cases). For an
+    /// additive tokenizer (checked at load) the text is exact by construction and is not
+    /// re-encoded, so building a prompt costs no tokenizer work.
     pub fn synthesize<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> (String, usize) {
         let words = &self.0.words;
         let mut picked: Vec<&str> = (0..n).map(|_| words.choose(rng).expect("words").as_str()).collect();
         let mut text = join(&picked);
+        if self.0.additive {
+            return (text, n);
+        }
         let mut count = self.count(&text);
         // Normalizers or prefix rules can shift the count by a token or two: adjust and re-check.
         for _ in 0..8 {
@@ -181,6 +269,71 @@ fn join(words: &[&str]) -> String {
         s.push_str(w);
     }
     s
+}
+
+/// A fixed generator for the load-time checks.
+fn check_rng(seed: u64) -> rand::rngs::SmallRng {
+    use rand::SeedableRng;
+    rand::rngs::SmallRng::seed_from_u64(seed)
+}
+
+/// `text` in pieces such that no piece holds a run of more than [`MAX_PIECE`] bytes without
+/// whitespace: cuts fall only inside such runs (at character boundaries), so a natural text is
+/// one piece.
+fn split_long_runs(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut run = 0;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if start >= bytes.len() {
+            return None;
+        }
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b.is_ascii_whitespace() {
+                run = 0;
+            } else {
+                run += 1;
+                if run > MAX_PIECE && text.is_char_boundary(i) {
+                    let piece = &text[start..i];
+                    start = i;
+                    run = 1;
+                    i += 1;
+                    return Some(piece);
+                }
+            }
+            i += 1;
+        }
+        let piece = &text[start..];
+        start = bytes.len();
+        Some(piece)
+    })
+}
+
+/// `text` in parts of about `size` bytes, cut at whitespace where one is near (else at a
+/// character boundary).
+fn parts(text: &str, size: usize) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() <= size {
+            return Some(std::mem::take(&mut rest));
+        }
+        let mut cut = size;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // prefer a cut just before whitespace within the last 1 KiB of the part
+        if let Some(ws) = rest[..cut].rfind(char::is_whitespace).filter(|&w| w + 1024 >= cut && w > 0) {
+            cut = ws;
+        }
+        let (head, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(head)
+    })
 }
 
 /// `marker` followed by 3–12 lowercase ASCII letters: returns the letters.
@@ -242,6 +395,50 @@ mod tests {
         assert_eq!(t.count(&a), 512);
         assert!(a.starts_with(&b));
         assert_eq!(t.count(&(a.clone() + &b)), 612, "blocks concatenate to the sum of their tokens");
+    }
+
+    #[test]
+    fn long_runs_are_counted_in_linear_time() {
+        let t = Tokenizer::cl100k().unwrap();
+        // natural text is one piece, counted exactly
+        let natural = "Hello world, this is a test. ".repeat(1000);
+        assert_eq!(split_long_runs(&natural).count(), 1);
+        assert_eq!(t.count(&natural), t.encode(&natural).len());
+        // 4 MB without a space: quadratic BPE would take minutes; in parts it takes milliseconds
+        let blob = "a".repeat(4 << 20);
+        let pieces: Vec<&str> = split_long_runs(&blob).collect();
+        assert_eq!(pieces.len(), (4 << 20) / MAX_PIECE);
+        assert!(pieces.iter().all(|p| p.len() == MAX_PIECE));
+        let started = std::time::Instant::now();
+        let n = t.count(&blob);
+        assert!(n > 0 && n < blob.len());
+        // generous: the point is minutes vs. well under a few seconds, on any machine
+        assert!(started.elapsed().as_secs_f64() < 30.0);
+        // multi-byte characters are never cut inside
+        let wide = "é".repeat(1000);
+        assert!(split_long_runs(&wide).all(|p| p.chars().count() > 0));
+        assert_eq!(split_long_runs(&wide).map(str::len).sum::<usize>(), wide.len());
+    }
+
+    #[test]
+    fn count_at_most_stops_early() {
+        let t = Tokenizer::cl100k().unwrap();
+        let text = " hello".repeat(100_000);
+        assert_eq!(t.count_at_most([text.as_str()], 200_000), Ok(100_000));
+        let e = t.count_at_most([text.as_str()], 1000).unwrap_err();
+        assert!(e > 1000 && e < 100_000, "stopped after about one part: {e}");
+        // a huge text is refused by its byte length alone
+        let huge = "x".repeat(10 << 20);
+        assert!(t.count_at_most([huge.as_str()], 1000).is_err());
+        assert_eq!(t.count_at_most(["a b", " c"], 10), Ok(t.count("a b") + t.count(" c")));
+    }
+
+    #[test]
+    fn byte_level_tokenizers_are_additive() {
+        assert!(Tokenizer::cl100k().unwrap().is_additive());
+        if let Some(p) = shared("llama3") {
+            assert!(Tokenizer::from_file(&p).unwrap().is_additive());
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod arrivals;
 pub mod datasets;
 pub mod lengths;
 pub mod load;
+pub mod machine;
 pub mod seed;
 pub mod session;
 pub mod think;
@@ -27,7 +28,8 @@ pub use arrivals::{ArrivalClock, Arrivals};
 pub use datasets::{Dataset, DatasetKind, Prompt};
 pub use lengths::{LengthDist, MAX_LENGTH};
 pub use load::Load;
-pub use session::{Conversation, Message, SessionSpec, TurnSpec};
+pub use machine::{Bounds, Finished, LoadMachine, Next, Request, SessionSource};
+pub use session::{Conversation, Message, Segment, SessionSpec, TurnSpec};
 pub use think::ThinkTime;
 
 #[derive(Debug, thiserror::Error)]
@@ -120,8 +122,14 @@ impl Default for WorkloadSpec {
     }
 }
 
-const PREFIX_KEY: u64 = 0x5052_4546_0000_0000;
-const BLOCK_KEY: u64 = 0x424c_4f43_0000_0000;
+use seed::{BLOCK_KEY, PREFIX_KEY};
+
+/// Token counts of one dataset entry's turns by the run's tokenizer, computed once per entry.
+#[derive(Clone, Debug)]
+struct EntryCounts {
+    /// Per turn: the prompt's tokens and, when the dataset gives a reply, its tokens.
+    turns: Vec<(u32, Option<u32>)>,
+}
 
 /// The deterministic stream of sessions for one run.
 pub struct Workload {
@@ -138,6 +146,8 @@ pub struct Workload {
     /// Dataset entries in the order they are used, and the position.
     order: Vec<usize>,
     pos: usize,
+    /// Counts of dataset entries already used (a cycled entry is not counted again).
+    counts: Vec<Option<EntryCounts>>,
 }
 
 impl Workload {
@@ -191,7 +201,8 @@ impl Workload {
         Ok(Workload {
             lengths: seed::rng(spec.seed, seed::Stream::Lengths),
             text_rng: seed::rng(spec.seed, seed::Stream::Text),
-            think_rng: seed::rng(spec.seed ^ 0x7468_696e_6b00, seed::Stream::Sessions),
+            think_rng: seed::rng(spec.seed, seed::Stream::Think),
+            counts: vec![None; order.len()],
             spec,
             tokenizer,
             text,
@@ -208,6 +219,15 @@ impl Workload {
 
     pub fn tokenizer(&self) -> Option<&Tokenizer> {
         self.tokenizer.as_ref()
+    }
+
+    /// How many distinct prompts the workload draws from: every synthetic prompt is new; a
+    /// dataset offers its entries (cycled when the run asks for more).
+    pub fn distinct_prompts(&self) -> Option<usize> {
+        match &self.spec.source {
+            Source::Synthetic => None,
+            Source::Dataset(d) => Some(d.entries.len()),
+        }
     }
 
     fn count(&self, text: &str) -> u32 {
@@ -237,9 +257,9 @@ impl Workload {
                     }
                     self.pos = 0;
                 }
-                let e = &d.entries[self.order[self.pos]];
+                let index = self.order[self.pos];
                 self.pos += 1;
-                self.session_from(id, e)
+                self.session_from(id, &d, index)
             }
         };
         self.next_id += 1;
@@ -249,10 +269,7 @@ impl Workload {
             let (text, n) = &self.prefixes[g];
             s.system = Some(text.clone());
             s.system_tokens = *n;
-            if s.prefix_blocks.is_empty() {
-                s.prefix_blocks = vec![PREFIX_KEY | g as u64];
-                s.prefix_block_tokens = *n;
-            }
+            s.system_segment = Some(Segment { id: PREFIX_KEY | g as u64, tokens: *n });
         }
         Some(s)
     }
@@ -273,45 +290,72 @@ impl Workload {
             let n_out = self.spec.output_tokens.sample(&mut self.lengths);
             let (user, count) = self.synth(n_in);
             let think_s = self.think(t);
-            s.turns.push(TurnSpec { user, user_tokens: count, output_tokens: n_out, think_s, history: None });
+            let segments = vec![Segment { id: seed::mix(&[self.spec.seed, id, t as u64, 1]), tokens: count }];
+            s.turns.push(TurnSpec { user, user_tokens: count, output_tokens: n_out, think_s, history: None, segments });
         }
         s
     }
 
-    fn session_from(&mut self, id: u64, e: &datasets::Entry) -> SessionSpec {
+    /// The token counts of entry `index`, computed on its first use.
+    fn entry_counts(&mut self, d: &Dataset, index: usize) -> EntryCounts {
+        if let Some(c) = &self.counts[index] {
+            return c.clone();
+        }
+        let e = &d.entries[index];
+        let turns = e
+            .turns
+            .iter()
+            .map(|t| {
+                let prompt = match &t.prompt {
+                    Prompt::Text(text) => self.count(text),
+                    Prompt::Messages(ms) => ms.iter().map(|m| self.count(&m.content)).sum(),
+                    Prompt::Tokens(n) => *n,
+                };
+                (prompt, t.reply.as_ref().map(|r| self.count(r)))
+            })
+            .collect();
+        let c = EntryCounts { turns };
+        self.counts[index] = Some(c.clone());
+        c
+    }
+
+    fn session_from(&mut self, id: u64, d: &Dataset, index: usize) -> SessionSpec {
+        let counts = self.entry_counts(d, index);
+        let e = &d.entries[index];
         let mut s = SessionSpec { id, trace_time_s: e.time_s, ..Default::default() };
         let keep = match self.spec.turns {
             Turns::One => 1,
             Turns::Up(n) => n.max(1) as usize,
             Turns::All => usize::MAX,
         };
-        if !e.hash_ids.is_empty() {
-            s.prefix_blocks = e.hash_ids.clone();
-            s.prefix_block_tokens = datasets::MOONCAKE_BLOCK;
-        }
         for (t, turn) in e.turns.iter().take(keep).enumerate() {
+            let (prompt_tokens, reply_tokens) = counts.turns[t];
             // draw from the length stream whether or not it is used, so datasets with and without
             // lengths keep the stream aligned
             let sampled_out = self.spec.output_tokens.sample(&mut self.lengths);
-            let output_tokens = match (turn.output_tokens, &turn.reply) {
+            let output_tokens = match (turn.output_tokens, reply_tokens) {
                 (Some(n), _) => n,
-                (None, Some(reply)) => self.count(reply).max(1),
+                (None, Some(r)) => r.max(1),
                 (None, None) => sampled_out,
             };
             let think_s = self.think(t);
-            let (user, user_tokens, history) = match &turn.prompt {
-                Prompt::Text(text) => (text.clone(), self.count(text), None),
-                Prompt::Messages(ms) => {
-                    let n = ms.iter().map(|m| self.count(&m.content)).sum();
-                    (String::new(), n, Some(ms.clone()))
+            // a dataset text is the same text whenever the entry is used: one content id per
+            // entry and turn; a synthesized prompt is new each time
+            let entry_segment =
+                |tokens| vec![Segment { id: seed::mix(&[0x6461_7461, index as u64, t as u64]), tokens }];
+            let (user, user_tokens, history, segments) = match &turn.prompt {
+                Prompt::Text(text) => (text.clone(), prompt_tokens, None, entry_segment(prompt_tokens)),
+                Prompt::Messages(ms) => (String::new(), prompt_tokens, Some(ms.clone()), entry_segment(prompt_tokens)),
+                Prompt::Tokens(n) if !e.hash_ids.is_empty() => {
+                    (self.blocks_text(&e.hash_ids, *n), *n, None, blocks(&e.hash_ids, *n))
                 }
-                Prompt::Tokens(n) if !e.hash_ids.is_empty() => (self.blocks_text(&e.hash_ids, *n), *n, None),
                 Prompt::Tokens(n) => {
                     let (text, c) = self.synth(*n);
-                    (text, c, None)
+                    let segments = vec![Segment { id: seed::mix(&[self.spec.seed, id, t as u64, 1]), tokens: c }];
+                    (text, c, None, segments)
                 }
             };
-            s.turns.push(TurnSpec { user, user_tokens, output_tokens, think_s, history });
+            s.turns.push(TurnSpec { user, user_tokens, output_tokens, think_s, history, segments });
         }
         s
     }
@@ -330,6 +374,19 @@ impl Workload {
         }
         out
     }
+}
+
+/// A Mooncake prompt's segments: one per hash id, 512 tokens each, the last holding the rest.
+fn blocks(ids: &[u64], tokens: u32) -> Vec<Segment> {
+    let b = datasets::MOONCAKE_BLOCK;
+    ids.iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let n = if i + 1 == ids.len() { tokens.saturating_sub(b * (ids.len() as u32 - 1)) } else { b };
+            Segment { id: BLOCK_KEY ^ id, tokens: n }
+        })
+        .filter(|s| s.tokens > 0)
+        .collect()
 }
 
 #[cfg(test)]
@@ -422,7 +479,9 @@ mod tests {
         assert!(b.starts_with(a.as_str()), "equal leading ids share an identical prefix");
         assert!(!c.starts_with(&a[..50]));
         assert_eq!(s[1].trace_time_s, Some(0.02));
-        assert_eq!(s[1].prefix_blocks, vec![1, 2, 3]);
+        let ids = |k: usize| s[k].turns[0].segments.iter().map(|g| g.id).collect::<Vec<_>>();
+        assert_eq!(ids(1)[..2], ids(0)[..], "equal leading hash ids, equal leading segments");
+        assert_eq!(s[1].turns[0].segments.iter().map(|g| g.tokens).collect::<Vec<_>>(), vec![512, 512, 76]);
         assert_eq!(s[0].turns[0].output_tokens, 5);
     }
 

@@ -1,16 +1,30 @@
 //! What one user sends: a session of one or more turns.
 //!
 //! A plain request is a one-turn session. Multi-turn sessions resend the conversation so far with
-//! each new user message; the conversation includes the server's actual replies, so the driver
-//! (HTTP runner or simulator) composes each turn's prompt as it goes, with [`Conversation`].
+//! each new user message; the conversation includes the server's actual replies, so the load
+//! state machine composes each turn's prompt as it goes, with [`Conversation`].
+//!
+//! Every prompt is also described by its **segments**: runs of tokens with a content identity
+//! (a shared system prompt, a user message, a reply, a Mooncake block). Two prompts that start
+//! with the same segments start with the same tokens, which is what a prefix cache can reuse;
+//! the engine model hashes its KV blocks from them.
 
 use serde::{Deserialize, Serialize};
+
+use crate::seed;
 
 /// One chat message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
     pub content: String,
+}
+
+/// A run of `tokens` prompt tokens whose content is identified by `id`: equal ids, equal text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Segment {
+    pub id: u64,
+    pub tokens: u32,
 }
 
 /// One turn: a new user message and how many tokens to ask for.
@@ -26,6 +40,8 @@ pub struct TurnSpec {
     pub think_s: f64,
     /// A whole chat history to send as is (a dataset line with `messages`), instead of `user`.
     pub history: Option<Vec<Message>>,
+    /// Content identity of the user message (or history): one segment, or Mooncake's blocks.
+    pub segments: Vec<Segment>,
 }
 
 /// One user's session.
@@ -37,12 +53,9 @@ pub struct SessionSpec {
     /// A system prompt shared by a prefix group (sent as a `system` message for chat).
     pub system: Option<String>,
     pub system_tokens: u32,
+    /// Content identity of the system prompt (its prefix group).
+    pub system_segment: Option<Segment>,
     pub turns: Vec<TurnSpec>,
-    /// Prefix-block identities of the first turn's prompt (Mooncake `hash_ids`, or derived from
-    /// the prefix group): equal leading ids mean an identical prompt prefix.
-    pub prefix_blocks: Vec<u64>,
-    /// Tokens per prefix block.
-    pub prefix_block_tokens: u32,
     /// Part of a multi-turn workload: records carry the session id and turn index (even when this
     /// session happens to have a single turn).
     pub multi_turn: bool,
@@ -58,6 +71,7 @@ impl SessionSpec {
                 output_tokens,
                 think_s: 0.0,
                 history: None,
+                segments: vec![Segment { id: seed::mix(&[id, 0, 1]), tokens: prompt_tokens }],
             }],
             ..Default::default()
         }
@@ -67,21 +81,36 @@ impl SessionSpec {
 /// A session's conversation so far, as the driver sees it.
 #[derive(Clone, Debug, Default)]
 pub struct Conversation {
+    /// The messages (empty in counts-only mode: the simulator needs no text).
     pub messages: Vec<Message>,
-    /// Tokens of everything in `messages` (our tokenizer's count, summed per message).
+    /// Tokens of everything in the conversation (our tokenizer's count, summed per message).
     pub tokens: u64,
+    /// The conversation's content, in order (see the module documentation).
+    pub segments: Vec<Segment>,
+    text: bool,
+    session: u64,
     system_tokens: u64,
     system_messages: usize,
+    system_segments: usize,
 }
 
 impl Conversation {
-    pub fn start(s: &SessionSpec) -> Self {
-        let mut c = Conversation::default();
+    /// A conversation that keeps its messages' text when `text` is true.
+    pub fn start(s: &SessionSpec, text: bool) -> Self {
+        let mut c = Conversation { text, session: s.id, ..Default::default() };
         if let Some(sys) = &s.system {
-            c.messages.push(Message { role: "system".into(), content: sys.clone() });
+            if text {
+                c.messages.push(Message { role: "system".into(), content: sys.clone() });
+            }
+            c.system_messages = usize::from(text);
+        }
+        if s.system.is_some() || s.system_tokens > 0 {
             c.tokens += s.system_tokens as u64;
             c.system_tokens = s.system_tokens as u64;
-            c.system_messages = 1;
+            if let Some(seg) = s.system_segment {
+                c.segments.push(seg);
+            }
+            c.system_segments = c.segments.len();
         }
         c
     }
@@ -92,20 +121,33 @@ impl Conversation {
         match &t.history {
             Some(h) => {
                 self.messages.truncate(self.system_messages);
-                self.messages.extend(h.iter().cloned());
+                if self.text {
+                    self.messages.extend(h.iter().cloned());
+                }
+                self.segments.truncate(self.system_segments);
                 self.tokens = self.system_tokens + t.user_tokens as u64;
             }
             None => {
-                self.messages.push(Message { role: "user".into(), content: t.user.clone() });
+                if self.text {
+                    self.messages.push(Message { role: "user".into(), content: t.user.clone() });
+                }
                 self.tokens += t.user_tokens as u64;
             }
         }
+        self.segments.extend(t.segments.iter().copied());
     }
 
-    /// Adds the reply the server actually gave.
-    pub fn push_reply(&mut self, text: String, tokens: u64) {
-        self.messages.push(Message { role: "assistant".into(), content: text });
+    /// Adds the reply the server actually gave to turn `turn` (`text` is ignored in counts-only
+    /// mode).
+    pub fn push_reply(&mut self, turn: u32, text: String, tokens: u64) {
+        if self.text {
+            self.messages.push(Message { role: "assistant".into(), content: text });
+        }
         self.tokens += tokens;
+        if tokens > 0 {
+            let id = seed::mix(&[self.session, turn as u64, 2]);
+            self.segments.push(Segment { id, tokens: tokens.min(u32::MAX as u64) as u32 });
+        }
     }
 
     /// The conversation as one text, for the completions API: messages concatenated in order.
@@ -117,5 +159,45 @@ impl Conversation {
             s.push_str(&m.content);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(n: u32, id: u64) -> TurnSpec {
+        TurnSpec {
+            user: format!("u{id}"),
+            user_tokens: n,
+            output_tokens: 5,
+            think_s: 0.0,
+            history: None,
+            segments: vec![Segment { id, tokens: n }],
+        }
+    }
+
+    #[test]
+    fn turns_repeat_the_conversation_and_its_segments() {
+        let s = SessionSpec {
+            id: 7,
+            system: Some("sys".into()),
+            system_tokens: 10,
+            system_segment: Some(Segment { id: 99, tokens: 10 }),
+            ..Default::default()
+        };
+        for text in [true, false] {
+            let mut c = Conversation::start(&s, text);
+            c.push_user(&turn(20, 1));
+            assert_eq!(c.tokens, 30);
+            c.push_reply(0, "reply".into(), 5);
+            c.push_user(&turn(3, 2));
+            assert_eq!(c.tokens, 38);
+            let ids: Vec<u64> = c.segments.iter().map(|g| g.id).collect();
+            assert_eq!(ids.len(), 4);
+            assert_eq!((ids[0], ids[1], ids[3]), (99, 1, 2));
+            assert_eq!(c.segments.iter().map(|g| g.tokens as u64).sum::<u64>(), c.tokens);
+            assert_eq!(c.messages.len(), if text { 4 } else { 0 });
+        }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_client::{Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run};
+use goodput_client::{Api, Cancel, Endpoint, HttpClient, Load, RunConfig, RunOutcome, Timeouts, run};
 use goodput_tokenizer::Tokenizer;
 use goodput_workload::{LengthDist, Workload, WorkloadSpec};
 
@@ -14,13 +14,7 @@ pub fn tokenizer() -> Tokenizer {
 }
 
 pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
-    Endpoint {
-        client: HttpClient::new(url, None, 8, timeouts.connect).unwrap(),
-        api,
-        timeouts,
-        tokenizer: tokenizer(),
-        clock: Clock::start(),
-    }
+    Endpoint::new(HttpClient::new(url, None, 8, timeouts.connect).unwrap(), api, timeouts, tokenizer())
 }
 
 pub fn config(requests: u64, concurrency: usize) -> RunConfig {

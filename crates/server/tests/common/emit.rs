@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_client::{Api, Cancel, Clock, Endpoint, HttpClient, Load, RunConfig, Timeouts, run};
+use goodput_client::{Api, Cancel, Endpoint, HttpClient, Load, RunConfig, Timeouts, run};
 use goodput_engine::{Catalog, EngineConfig};
 use goodput_metrics::{PercentileMethod, Samples};
 use goodput_server::{Embedded, ServerConfig};
@@ -65,13 +65,12 @@ pub fn measure(streams: usize, requests: u64) -> EmitLag {
     let client_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let outcome = client_rt.block_on(async {
         let timeouts = Timeouts::default();
-        let ep = Endpoint {
-            client: HttpClient::new(&url, None, streams, timeouts.connect).unwrap(),
-            api: Api::Completions,
+        let ep = Endpoint::new(
+            HttpClient::new(&url, None, streams, timeouts.connect).unwrap(),
+            Api::Completions,
             timeouts,
-            tokenizer: tk.clone(),
-            clock: Clock::start(),
-        };
+            tk.clone(),
+        );
         let cfg = RunConfig { requests: Some(requests), ..RunConfig::new(Load::closed(streams), "llama-3.1-8b") };
         // varied output lengths, as in real traffic: streams end (and are replaced) a few at a time
         let spec = WorkloadSpec {

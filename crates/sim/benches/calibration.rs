@@ -1,10 +1,10 @@
 //! Prints the engine model's predictions next to the published figures it is calibrated against
-//! (`cargo bench -p goodput-engine --bench calibration`).
+//! (`cargo bench -p goodput-sim --bench calibration`).
 
 fn main() {
     let start = std::time::Instant::now();
-    let figs = goodput_engine::calibration::figures();
-    print!("{}", goodput_engine::calibration::table(&figs));
+    let figs = goodput_sim::calibration::figures();
+    print!("{}", goodput_sim::calibration::table(&figs));
     let worst = figs.iter().map(|f| f.error().abs()).fold(0.0, f64::max);
     println!("worst |error| {:.1}% (target ±20%) · {:.1} s", worst * 100.0, start.elapsed().as_secs_f64());
 }

@@ -7,10 +7,9 @@
 use goodput_metrics::{SummaryOptions, summarize};
 use goodput_workload::{Arrivals, LengthDist, Load, Workload, WorkloadSpec};
 
-use crate::catalog::{Catalog, Dtype};
-use crate::config::EngineConfig;
-use crate::engine::Engine;
-use crate::sim::{SimConfig, simulate};
+use goodput_engine::{Catalog, Dtype, Engine, EngineConfig};
+
+use crate::{SimConfig, simulate};
 
 /// One published figure and our prediction of it.
 #[derive(Clone, Debug)]
@@ -153,7 +152,7 @@ fn predict(s: &Scenario) -> f64 {
     let mut engine = Engine::new(config(s)).expect("calibration configs are valid");
     let spec =
         WorkloadSpec { input_tokens: s.input.clone(), output_tokens: s.output.clone(), seed: 1, ..Default::default() };
-    let mut w = Workload::counts_only(spec).expect("workload");
+    let w = Workload::counts_only(spec).expect("workload");
     let arrivals = match s.rate {
         Some(r) => Arrivals::Poisson { rate: r },
         None => Arrivals::AllAtOnce,
@@ -166,7 +165,7 @@ fn predict(s: &Scenario) -> f64 {
         seed: 1,
         max_errors: None,
     };
-    let out = simulate(&mut engine, &cfg, &mut w);
+    let out = simulate(&mut engine, &cfg, w);
     let sum = summarize(&out.records, &SummaryOptions::new());
     match s.metric {
         Metric::RequestThroughput => sum.request_throughput,

@@ -1,8 +1,9 @@
 //! Simulation speed: 100k requests of 200 input / 200 output tokens through the engine model in
 //! virtual time, on one core. Prints simulated requests per second of wall time (target ≥ 100k).
-//! `cargo bench -p goodput-engine --bench sim_speed`
+//! `cargo bench -p goodput-sim --bench sim_speed`
 
-use goodput_engine::{Catalog, Engine, EngineConfig, SimConfig, simulate};
+use goodput_engine::{Catalog, Engine, EngineConfig};
+use goodput_sim::{SimConfig, simulate};
 use goodput_workload::{Arrivals, LengthDist, Load, Workload, WorkloadSpec};
 
 fn main() {
@@ -19,7 +20,7 @@ fn main() {
             output_tokens: LengthDist::Fixed(200),
             ..Default::default()
         };
-        let mut w = Workload::counts_only(spec).unwrap();
+        let w = Workload::counts_only(spec).unwrap();
         let sim = SimConfig {
             load: Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None },
             requests: Some(n),
@@ -29,7 +30,7 @@ fn main() {
             max_errors: None,
         };
         let t = std::time::Instant::now();
-        let out = simulate(&mut engine, &sim, &mut w);
+        let out = simulate(&mut engine, &sim, w);
         let wall = t.elapsed().as_secs_f64();
         assert_eq!(out.records.len() as u64, n);
         assert!(out.records.iter().all(|r| r.error.is_none() && r.event_ms.len() == 200));

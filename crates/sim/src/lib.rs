@@ -1,0 +1,265 @@
+//! The virtual-time driver: the load state machine and the engine model on a simulated clock,
+//! producing the same [`RequestRecord`]s a measured run does.
+//!
+//! What is sent and when comes from [`LoadMachine`] (the same machine the HTTP runner drives), so
+//! `goodput sim` and `goodput bench` send the same requests for the same plan and seed. A request
+//! that becomes due while an iteration runs waits for the next one, as in a real engine; its
+//! record still says it was sent when it was due (there is no client here to be late). Tokens are
+//! timestamped at the end of the iteration that produced them.
+//!
+//! - [`calibration`]: the published figures the engine model is checked against.
+
+pub mod calibration;
+
+use goodput_engine::{Engine, EngineRequest, EngineStats, output_length};
+use goodput_metrics::{ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
+use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, Workload};
+use serde::Serialize;
+
+/// Run limits and request shaping (the simulator's half of a run plan).
+#[derive(Clone, Debug, Serialize)]
+pub struct SimConfig {
+    pub load: Load,
+    pub requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    /// Requests run to `max_tokens`; otherwise each stops at its natural length
+    /// ([`output_length`], from the request's own seed).
+    pub ignore_eos: bool,
+    pub seed: u64,
+    /// Stop sending once this many requests have failed (`--max-errors`); those in flight finish.
+    pub max_errors: Option<u64>,
+}
+
+/// What a simulation produced.
+#[derive(Debug)]
+pub struct SimOutcome {
+    /// In send order (`records[i].id == i`).
+    pub records: Vec<RequestRecord>,
+    pub stats: EngineStats,
+    /// Virtual time at the end, seconds.
+    pub end_s: f64,
+    pub stop: StopReason,
+}
+
+impl SimOutcome {
+    /// Sending stopped because `max_errors` requests failed.
+    pub fn max_errors_reached(&self) -> bool {
+        self.stop == StopReason::MaxErrors
+    }
+}
+
+/// A refused request still costs its client a round trip before it can send again.
+const REJECT_RTT_S: f64 = 1e-3;
+
+/// Runs the workload to completion (or its limits) in virtual time.
+pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: Workload) -> SimOutcome {
+    let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
+    let mut m = LoadMachine::new(&cfg.load, bounds, cfg.seed, Box::new(workload), false);
+    let mut records: Vec<RequestRecord> = Vec::new();
+    let mut t = 0.0f64;
+    loop {
+        // send everything due now
+        let next_at = loop {
+            match m.next(t) {
+                Next::Send(r) => send(engine, &mut m, &mut records, *r, cfg.ignore_eos),
+                Next::Wait(at) => break Some(at),
+                Next::Idle => break None,
+                Next::Done(stop) => return SimOutcome { records, stats: engine.stats(), end_s: t, stop },
+            }
+        };
+        if engine.has_work() {
+            let Some(out) = engine.step(t) else { break };
+            let end = t + out.time.total_s;
+            for e in &out.emitted {
+                let r = &mut records[e.seq as usize];
+                r.event_ms.push(end * 1e3);
+                r.event_tokens.push(e.tokens);
+                if e.finished {
+                    let n: u64 = r.event_tokens.iter().map(|&k| k as u64).sum();
+                    r.end_ms = Some(end * 1e3);
+                    r.output_tokens = Some(n);
+                    r.output_tokens_source = Some(TokenSource::Server);
+                    r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
+                    m.finished(e.seq, end, Finished { ok: true, output_tokens: n, reply: String::new() });
+                }
+            }
+            t = end;
+        } else {
+            match next_at {
+                Some(at) => t = t.max(at),
+                // requests in flight but none in the engine: cannot happen (every submitted
+                // request is in the engine until it finishes)
+                None => break,
+            }
+        }
+    }
+    let stop = m.stopped().unwrap_or_default();
+    SimOutcome { records, stats: engine.stats(), end_s: t, stop }
+}
+
+/// Submits request `r` to the engine at its due time (or, when it waited for a concurrency
+/// slot, when the slot freed).
+fn send(engine: &mut Engine, m: &mut LoadMachine, records: &mut Vec<RequestRecord>, r: Request, ignore_eos: bool) {
+    let sent = r.scheduled_s + r.cap_wait_s;
+    let multi = r.multi_turn;
+    let mut rec = RequestRecord {
+        id: r.id,
+        session: multi.then_some(r.session),
+        turn: multi.then_some(r.turn),
+        user: r.user,
+        scheduled_ms: r.scheduled_s * 1e3,
+        cap_wait_ms: r.cap_wait_s * 1e3,
+        sent_ms: Some(sent * 1e3),
+        input_tokens: Some(r.input_tokens),
+        input_tokens_source: Some(TokenSource::Server),
+        requested_output_tokens: Some(r.max_tokens as u64),
+        event_tokens_source: Some(TokenSource::Server),
+        ..Default::default()
+    };
+    debug_assert_eq!(records.len() as u64, r.id, "ids are dense, in send order");
+    let req = EngineRequest {
+        prompt_tokens: r.input_tokens.min(u32::MAX as u64) as u32,
+        output_tokens: output_length(r.seed, 1, r.max_tokens, ignore_eos),
+    };
+    match engine.submit(r.id, req) {
+        Ok(()) => records.push(rec),
+        Err(reject) => {
+            rec.end_ms = rec.sent_ms;
+            rec.output_tokens = Some(0);
+            rec.output_tokens_source = Some(TokenSource::Server);
+            rec.error = Some(RequestError { class: ErrorClass::Rejected, message: reject.to_string(), status: None });
+            records.push(rec);
+            m.finished(r.id, sent + REJECT_RTT_S, Finished::default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_engine::{Catalog, EngineConfig};
+    use goodput_metrics::{SummaryOptions, summarize};
+    use goodput_workload::{Arrivals, LengthDist, WorkloadSpec};
+
+    fn engine(tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
+        let c = Catalog::builtin();
+        let mut cfg = EngineConfig::new(c.model("llama-3.1-8b").unwrap().clone(), c.gpu("h100").unwrap().clone());
+        tweak(&mut cfg);
+        Engine::new(cfg).unwrap()
+    }
+
+    fn workload(input: u32, output: u32) -> Workload {
+        let spec = WorkloadSpec {
+            input_tokens: LengthDist::Fixed(input),
+            output_tokens: LengthDist::Fixed(output),
+            ..Default::default()
+        };
+        Workload::counts_only(spec).unwrap()
+    }
+
+    fn cfg(load: Load, requests: Option<u64>) -> SimConfig {
+        SimConfig { load, requests, duration_s: None, ignore_eos: true, seed: 0, max_errors: None }
+    }
+
+    fn run(load: Load, requests: u64, tweak: impl FnOnce(&mut EngineConfig)) -> SimOutcome {
+        simulate(&mut engine(tweak), &cfg(load, Some(requests)), workload(512, 128))
+    }
+
+    #[test]
+    fn max_errors_stops_sending() {
+        // 512-token prompts cannot be scheduled under a 256-token budget without chunked prefill
+        let tweak = |c: &mut EngineConfig| c.max_batched_tokens = 256;
+        let c = SimConfig { max_errors: Some(5), ..cfg(Load::closed(2), Some(50)) };
+        let out = simulate(&mut engine(tweak), &c, workload(512, 128));
+        assert!(out.max_errors_reached());
+        assert_eq!(out.records.len(), 5);
+        assert!(out.records.iter().all(|r| r.error.as_ref().is_some_and(|e| e.class == ErrorClass::Rejected)));
+        let all = run(Load::closed(2), 50, tweak);
+        assert!(!all.max_errors_reached());
+        assert_eq!(all.records.len(), 50);
+    }
+
+    #[test]
+    fn one_request_by_hand() {
+        let out = run(Load::closed(1), 1, |_| {});
+        let r = &out.records[0];
+        assert_eq!(r.event_ms.len(), 128);
+        assert_eq!(r.output_tokens, Some(128));
+        assert_eq!(r.input_tokens, Some(512));
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        // TTFT = one prefill iteration; TPOT = one batch-1 decode iteration
+        let e = engine(|_| {});
+        let mut b = goodput_engine::cost::BatchShape::default();
+        b.add_prefill(512, 0);
+        b.sampled = 1;
+        let prefill = e.cost().time(&b).total_s * 1e3;
+        assert!((r.event_ms[0] - prefill).abs() < 1e-9);
+        let mut d = goodput_engine::cost::BatchShape::default();
+        d.add_decode(513);
+        let decode = e.cost().time(&d).total_s * 1e3;
+        assert!((r.event_ms[1] - r.event_ms[0] - decode).abs() < 1e-9);
+    }
+
+    #[test]
+    fn concurrency_raises_throughput_and_tpot_until_saturation() {
+        let mut last_tp = 0.0;
+        let mut last_tpot = 0.0;
+        for n in [1, 4, 16, 64] {
+            let out = run(Load::closed(n), 4 * n as u64 + 8, |_| {});
+            let s = summarize(&out.records, &SummaryOptions::new());
+            let tp = s.output_throughput;
+            let tpot = s.tpot_ms.mean.unwrap();
+            assert!(tp > last_tp * 1.3, "throughput should grow: {n} users → {tp:.0} tok/s (was {last_tp:.0})");
+            assert!(tpot > last_tpot, "TPOT should grow: {n} users → {tpot:.2} ms (was {last_tpot:.2})");
+            (last_tp, last_tpot) = (tp, tpot);
+        }
+        // with more users than batch slots, the extra ones queue: it shows in TTFT
+        let cap = |c: &mut EngineConfig| c.max_num_seqs = 8;
+        let s8 = summarize(&run(Load::closed(8), 64, cap).records, &SummaryOptions::new());
+        let s32 = summarize(&run(Load::closed(32), 128, cap).records, &SummaryOptions::new());
+        assert!(s32.ttft_ms.mean.unwrap() > 3.0 * s8.ttft_ms.mean.unwrap());
+        assert!((s32.output_throughput / s8.output_throughput - 1.0).abs() < 0.1, "saturated: throughput flat");
+    }
+
+    #[test]
+    fn deterministic_for_a_seed() {
+        let load = Load::Open { arrivals: Arrivals::Poisson { rate: 20.0 }, max_concurrency: None };
+        let a = run(load.clone(), 200, |_| {});
+        let b = run(load, 200, |_| {});
+        assert_eq!(a.records, b.records);
+        assert!(a.records.iter().all(|r| r.is_success()));
+    }
+
+    #[test]
+    fn open_loop_cap_counts_client_queueing() {
+        let load = Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: Some(4) };
+        let out = run(load, 12, |_| {});
+        let waited = out.records.iter().filter(|r| r.cap_wait_ms > 0.0).count();
+        assert_eq!(waited, 8);
+        for r in &out.records {
+            assert_eq!(r.sent_ms.unwrap(), r.scheduled_ms + r.cap_wait_ms);
+        }
+        let s = summarize(&out.records, &SummaryOptions::new());
+        assert!(s.ttft_sched_ms.mean.unwrap() > s.ttft_ms.mean.unwrap() * 1.5);
+        assert_eq!(s.schedule_lag_ms.max, Some(0.0), "waiting for the cap is not lag");
+    }
+
+    #[test]
+    fn duration_bounds_the_run() {
+        let load = Load::Open { arrivals: Arrivals::Constant { rate: 10.0 }, max_concurrency: None };
+        let c = SimConfig { duration_s: Some(2.0), ..cfg(load, None) };
+        let out = simulate(&mut engine(|_| {}), &c, workload(64, 8));
+        assert_eq!(out.records.len(), 21, "arrivals at 0, 0.1, …, 2.0 s");
+        assert_eq!(out.stop, StopReason::Duration);
+    }
+
+    #[test]
+    fn without_ignore_eos_lengths_vary_up_to_max() {
+        let c = SimConfig { ignore_eos: false, seed: 3, ..cfg(Load::closed(4), Some(100)) };
+        let out = simulate(&mut engine(|_| {}), &c, workload(64, 50));
+        let lens: Vec<u64> = out.records.iter().map(|r| r.output_tokens.unwrap()).collect();
+        assert!(lens.iter().all(|&n| (1..=50).contains(&n)));
+        assert!(lens.iter().any(|&n| n < 25) && lens.iter().any(|&n| n > 25));
+        assert!(out.records.iter().any(|r| r.finish_reason.as_deref() == Some("stop")));
+    }
+}

@@ -1,0 +1,591 @@
+//! The load state machine: who sends what, and when, for every load profile.
+//!
+//! One pure, synchronous machine decides the whole load of a run: open-loop arrivals (every
+//! arrival process), closed-loop users and their pauses, sessions and their turns (each turn's
+//! prompt is the conversation so far), think times, a concurrency cap, the request budget, the
+//! duration and the error budget. Drivers feed it what happened and do what it says:
+//!
+//! - [`LoadMachine::next`]`(now)` answers [`Next::Send`] (send this request now), [`Next::Wait`]
+//!   (nothing is due before `t`), [`Next::Idle`] (nothing is due until a request finishes) or
+//!   [`Next::Done`];
+//! - [`LoadMachine::finished`] reports a request's end (when, whether it succeeded, how many
+//!   tokens the reply had, and its text when the driver keeps text).
+//!
+//! The async HTTP runner drives it on the wall clock, the simulator in virtual time; neither
+//! re-implements any of it, so `bench` and `sim` send the same requests for the same plan and
+//! seed. Every random draw comes from [`crate::seed`], keyed so that it does not depend on the
+//! order in which the driver reaches it.
+//!
+//! Times are seconds since the run start.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use goodput_metrics::StopReason;
+use serde::Serialize;
+
+use crate::arrivals::ArrivalClock;
+use crate::load::Load;
+use crate::seed;
+use crate::session::{Conversation, Message, Segment, SessionSpec};
+use crate::think::ThinkTime;
+
+/// Where sessions come from: a [`crate::Workload`], or a queue a generator thread fills.
+pub trait SessionSource: Send {
+    /// The next session, or `None` when there are no more.
+    fn next_session(&mut self) -> Option<SessionSpec>;
+}
+
+impl SessionSource for crate::Workload {
+    fn next_session(&mut self) -> Option<SessionSpec> {
+        crate::Workload::next_session(self)
+    }
+}
+
+/// When a run stops sending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Bounds {
+    /// Requests to send, at most.
+    pub requests: Option<u64>,
+    /// Nothing scheduled after this many seconds is sent.
+    pub duration_s: Option<f64>,
+    /// Stop sending once this many requests have failed.
+    pub max_errors: Option<u64>,
+}
+
+/// A request to send now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Position in send order (0-based).
+    pub id: u64,
+    pub session: u64,
+    pub turn: u32,
+    /// Part of a multi-turn workload (records then carry the session and turn).
+    pub multi_turn: bool,
+    /// The closed-loop user sending it.
+    pub user: Option<u32>,
+    /// When it was due, seconds.
+    pub scheduled_s: f64,
+    /// Time spent waiting for a concurrency slot after it was due.
+    pub cap_wait_s: f64,
+    /// Prompt tokens by the run's tokenizer (the whole conversation so far).
+    pub input_tokens: u64,
+    /// `max_tokens`.
+    pub max_tokens: u32,
+    /// The request's own random stream (an engine's natural stop, generated words).
+    pub seed: u64,
+    /// The prompt's content, for prefix caching.
+    pub segments: Vec<Segment>,
+    /// The session has more turns: its reply is needed to compose the next prompt.
+    pub more_turns: bool,
+    /// The conversation's messages (empty when the machine keeps no text).
+    pub messages: Vec<Message>,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, Default)]
+pub struct Finished {
+    pub ok: bool,
+    /// Output tokens (for the conversation's length).
+    pub output_tokens: u64,
+    /// The reply text (multi-turn sessions resend it); empty when the driver keeps no text.
+    pub reply: String,
+}
+
+/// What to do next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    Send(Box<Request>),
+    /// Nothing is due before this time (a request may still finish earlier).
+    Wait(f64),
+    /// Nothing is due until a request finishes.
+    Idle,
+    /// Nothing more will be sent and nothing is in flight.
+    Done(StopReason),
+}
+
+enum Due {
+    /// A closed-loop user starts its next session.
+    User(u32),
+    /// An open-loop arrival.
+    Arrival(Box<SessionSpec>),
+    /// A session's next turn.
+    Turn(u64),
+}
+
+struct Timer {
+    at: f64,
+    order: u64,
+    due: Due,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timer {
+    // a min-heap on (time, insertion order)
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.at.total_cmp(&self.at).then(o.order.cmp(&self.order))
+    }
+}
+
+struct Active {
+    spec: SessionSpec,
+    conv: Conversation,
+    turn: usize,
+    user: Option<u32>,
+}
+
+/// A turn that is due, waiting to be sent.
+struct Ready {
+    session: u64,
+    at: f64,
+    /// It had to wait for a concurrency slot.
+    capped: bool,
+}
+
+/// The load state machine (see the module documentation).
+pub struct LoadMachine {
+    source: Box<dyn SessionSource>,
+    bounds: Bounds,
+    seed: u64,
+    text: bool,
+    cap: Option<usize>,
+    think: ThinkTime,
+    arrivals: Option<(ArrivalClock, seed::Rng)>,
+    users: Vec<seed::Rng>,
+
+    timers: BinaryHeap<Timer>,
+    order: u64,
+    ready: VecDeque<Ready>,
+    sessions: HashMap<u64, Active>,
+    /// Request id → session id, while in flight.
+    requests: HashMap<u64, u64>,
+    next_id: u64,
+    /// Turns of the sessions started so far (sessions are cut to the request budget).
+    planned: u64,
+    failed: u64,
+    in_flight: usize,
+    stop: Option<StopReason>,
+    /// Something due was not sent because the duration had passed.
+    cut_by_duration: bool,
+}
+
+impl LoadMachine {
+    /// A machine for `load` within `bounds`; `text`: keep messages' text (an HTTP driver sends
+    /// it; the simulator needs only counts).
+    pub fn new(load: &Load, bounds: Bounds, seed: u64, source: Box<dyn SessionSource>, text: bool) -> Self {
+        let mut m = LoadMachine {
+            source,
+            bounds,
+            seed,
+            text,
+            cap: None,
+            think: ThinkTime::default(),
+            arrivals: None,
+            users: Vec::new(),
+            timers: BinaryHeap::new(),
+            order: 0,
+            ready: VecDeque::new(),
+            sessions: HashMap::new(),
+            requests: HashMap::new(),
+            next_id: 0,
+            planned: 0,
+            failed: 0,
+            in_flight: 0,
+            stop: None,
+            cut_by_duration: false,
+        };
+        match load {
+            Load::Closed { concurrency, think } => {
+                // never more users than requests to send
+                let users = bounds.requests.map_or(*concurrency, |n| (*concurrency).min(n.max(1) as usize)).max(1);
+                m.think = think.clone();
+                for u in 0..users as u32 {
+                    m.users.push(seed::rng_for(seed, seed::USER_KEY | u as u64));
+                    m.push(0.0, Due::User(u));
+                }
+            }
+            Load::Open { arrivals, max_concurrency } => {
+                m.cap = *max_concurrency;
+                m.arrivals = Some((ArrivalClock::new(arrivals.clone()), seed::rng(seed, seed::Stream::Arrivals)));
+                m.schedule_arrival();
+            }
+        }
+        m
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Requests sent so far.
+    pub fn sent(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Requests that failed so far.
+    pub fn failed(&self) -> u64 {
+        self.failed
+    }
+
+    /// Stops sending (an interruption, a saturated step); requests in flight still finish.
+    pub fn stop(&mut self, reason: StopReason) {
+        if self.stop.is_none() {
+            self.stop = Some(reason);
+        }
+        self.timers.clear();
+        self.ready.clear();
+    }
+
+    /// Why the run stopped sending, if it has.
+    pub fn stopped(&self) -> Option<StopReason> {
+        self.stop
+    }
+
+    fn push(&mut self, at: f64, due: Due) {
+        if self.stop.is_some() {
+            return;
+        }
+        if !self.within_duration(at) {
+            // due after the duration: never sent, and the run need not wait for it
+            self.cut_by_duration = true;
+            return;
+        }
+        self.order += 1;
+        self.timers.push(Timer { at, order: self.order, due });
+    }
+
+    fn budget_left(&self) -> bool {
+        self.bounds.requests.is_none_or(|n| self.planned < n)
+    }
+
+    fn within_duration(&self, t: f64) -> bool {
+        self.bounds.duration_s.is_none_or(|d| t <= d + 1e-9)
+    }
+
+    /// The next session from the source, cut to the request budget.
+    fn pull(&mut self) -> Option<SessionSpec> {
+        if !self.budget_left() {
+            return None;
+        }
+        let mut spec = self.source.next_session()?;
+        if let Some(n) = self.bounds.requests {
+            spec.turns.truncate(((n - self.planned) as usize).max(1));
+        }
+        if spec.turns.is_empty() {
+            return None;
+        }
+        self.planned += spec.turns.len() as u64;
+        Some(spec)
+    }
+
+    /// Keeps one open-loop arrival ahead.
+    fn schedule_arrival(&mut self) {
+        let Some(spec) = self.pull() else { return };
+        let Some((clock, rng)) = &mut self.arrivals else { return };
+        let at = clock.next(rng, spec.trace_time_s);
+        if !self.within_duration(at) {
+            self.cut_by_duration = true;
+            return;
+        }
+        self.push(at, Due::Arrival(Box::new(spec)));
+    }
+
+    fn start_session(&mut self, spec: SessionSpec, user: Option<u32>, at: f64) {
+        let id = spec.id;
+        let conv = Conversation::start(&spec, self.text);
+        self.sessions.insert(id, Active { spec, conv, turn: 0, user });
+        self.ready.push_back(Ready { session: id, at, capped: false });
+    }
+
+    /// A session ended (all turns, or a failure): a closed-loop user starts its next one.
+    fn end_session(&mut self, session: u64, at: f64) {
+        let Some(a) = self.sessions.remove(&session) else { return };
+        // a user with nothing left to send does not pause before it stops
+        if let Some(u) = a.user
+            && self.budget_left()
+        {
+            let pause = self.think.sample(&mut self.users[u as usize]);
+            self.push(at + pause, Due::User(u));
+        }
+    }
+
+    fn fire(&mut self, t: Timer) {
+        match t.due {
+            Due::User(u) => match self.pull() {
+                Some(spec) => self.start_session(spec, Some(u), t.at),
+                None => {} // this user has nothing more to send
+            },
+            Due::Arrival(spec) => {
+                self.start_session(*spec, None, t.at);
+                self.schedule_arrival();
+            }
+            Due::Turn(session) => self.ready.push_back(Ready { session, at: t.at, capped: false }),
+        }
+    }
+
+    /// What to do at `now`.
+    pub fn next(&mut self, now: f64) -> Next {
+        if self.stop.is_none() && self.bounds.duration_s.is_some_and(|d| now > d + 1e-9) {
+            // the duration has passed: what is still due is not sent
+            if !self.timers.is_empty() || !self.ready.is_empty() {
+                self.cut_by_duration = true;
+            }
+            self.stop(StopReason::Duration);
+        }
+        if self.stop.is_none() {
+            while self.timers.peek().is_some_and(|t| t.at <= now) {
+                let t = self.timers.pop().expect("peeked");
+                if !self.within_duration(t.at) {
+                    self.cut_by_duration = true;
+                    continue;
+                }
+                self.fire(t);
+            }
+        }
+        if let Some(r) = self.ready.front() {
+            if self.cap.is_some_and(|c| self.in_flight >= c) {
+                for r in &mut self.ready {
+                    r.capped = true;
+                }
+            } else {
+                let (session, at, capped) = (r.session, r.at, r.capped);
+                self.ready.pop_front();
+                let cap_wait = if capped { (now - at).max(0.0) } else { 0.0 };
+                return Next::Send(Box::new(self.send(session, at, cap_wait)));
+            }
+        }
+        if self.in_flight == 0 && self.ready.is_empty() && self.timers.is_empty() {
+            let reason = match self.stop {
+                Some(r) => r,
+                None if self.cut_by_duration => StopReason::Duration,
+                None => StopReason::Completed,
+            };
+            return Next::Done(reason);
+        }
+        match self.timers.peek() {
+            Some(t) => Next::Wait(t.at),
+            None => Next::Idle,
+        }
+    }
+
+    fn send(&mut self, session: u64, at: f64, cap_wait_s: f64) -> Request {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.in_flight += 1;
+        self.requests.insert(id, session);
+        let a = self.sessions.get_mut(&session).expect("a ready turn's session is active");
+        let turn = &a.spec.turns[a.turn];
+        a.conv.push_user(turn);
+        let multi_turn = a.spec.multi_turn || a.spec.turns.len() > 1;
+        Request {
+            id,
+            session,
+            turn: a.turn as u32,
+            multi_turn,
+            user: a.user,
+            scheduled_s: at,
+            cap_wait_s,
+            input_tokens: a.conv.tokens,
+            max_tokens: turn.output_tokens.max(1),
+            seed: seed::request_seed(self.seed, session, a.turn as u32),
+            segments: a.conv.segments.clone(),
+            more_turns: a.turn + 1 < a.spec.turns.len(),
+            messages: a.conv.messages.clone(),
+        }
+    }
+
+    /// Request `id` ended at `at` (unknown ids are ignored).
+    pub fn finished(&mut self, id: u64, at: f64, f: Finished) {
+        let Some(session) = self.requests.remove(&id) else { return };
+        self.in_flight -= 1;
+        if !f.ok {
+            self.failed += 1;
+            if self.bounds.max_errors.is_some_and(|m| self.failed >= m) {
+                self.stop(StopReason::MaxErrors);
+            }
+            // a broken conversation is not continued
+            self.end_session(session, at);
+            return;
+        }
+        let Some(a) = self.sessions.get_mut(&session) else { return };
+        a.conv.push_reply(a.turn as u32, f.reply, f.output_tokens);
+        a.turn += 1;
+        if a.turn < a.spec.turns.len() {
+            let next_at = at + a.spec.turns[a.turn].think_s;
+            self.push(next_at, Due::Turn(session));
+        } else {
+            self.end_session(session, at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrivals::Arrivals;
+    use crate::{LengthDist, Turns, Workload, WorkloadSpec};
+
+    fn machine(load: Load, bounds: Bounds, spec: WorkloadSpec) -> LoadMachine {
+        let w = Workload::counts_only(spec).unwrap();
+        LoadMachine::new(&load, bounds, 0, Box::new(w), false)
+    }
+
+    fn spec() -> WorkloadSpec {
+        WorkloadSpec { input_tokens: LengthDist::Fixed(10), output_tokens: LengthDist::Fixed(4), ..Default::default() }
+    }
+
+    fn ok(n: u64) -> Finished {
+        Finished { ok: true, output_tokens: n, reply: String::new() }
+    }
+
+    fn send(n: Next) -> Request {
+        match n {
+            Next::Send(r) => *r,
+            other => panic!("expected a send, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn closed_loop_users_follow_each_other_with_think_time() {
+        let load = Load::Closed { concurrency: 2, think: ThinkTime::Fixed(1.0) };
+        let mut m = machine(load, Bounds { requests: Some(4), ..Default::default() }, spec());
+        let a = send(m.next(0.0));
+        let b = send(m.next(0.0));
+        assert_eq!((a.id, a.user, b.id, b.user), (0, Some(0), 1, Some(1)));
+        assert_eq!(m.next(0.0), Next::Idle);
+        m.finished(1, 2.0, ok(4));
+        // user 1 thinks for 1 s after its reply
+        assert_eq!(m.next(2.0), Next::Wait(3.0));
+        let c = send(m.next(3.0));
+        assert_eq!((c.user, c.scheduled_s, c.session), (Some(1), 3.0, 2));
+        m.finished(0, 3.5, ok(4));
+        let d = send(m.next(4.5));
+        assert_eq!((d.user, d.scheduled_s), (Some(0), 4.5));
+        m.finished(2, 5.0, ok(4));
+        m.finished(3, 6.0, ok(4));
+        // the budget of 4 is spent
+        assert_eq!(m.next(7.0), Next::Done(StopReason::Completed));
+    }
+
+    #[test]
+    fn open_loop_arrivals_and_the_cap() {
+        let load = Load::Open { arrivals: Arrivals::Constant { rate: 10.0 }, max_concurrency: Some(1) };
+        let mut m = machine(load, Bounds { requests: Some(3), ..Default::default() }, spec());
+        let a = send(m.next(0.0));
+        assert_eq!((a.scheduled_s, a.cap_wait_s), (0.0, 0.0));
+        assert_eq!(m.next(0.05), Next::Wait(0.1));
+        // due at 0.1 but the one slot is taken
+        assert_eq!(m.next(0.1), Next::Wait(0.2));
+        assert_eq!(m.next(0.2), Next::Idle);
+        m.finished(0, 0.25, ok(4));
+        let b = send(m.next(0.25));
+        assert_eq!(b.scheduled_s, 0.1);
+        assert!((b.cap_wait_s - 0.15).abs() < 1e-12);
+        m.finished(1, 0.3, ok(4));
+        let c = send(m.next(0.3));
+        assert!((c.cap_wait_s - 0.1).abs() < 1e-12);
+        m.finished(2, 0.4, ok(4));
+        assert_eq!(m.next(0.4), Next::Done(StopReason::Completed));
+    }
+
+    #[test]
+    fn sessions_resend_the_conversation_after_think_time() {
+        let w = WorkloadSpec { turns: Turns::Up(3), think_time: ThinkTime::Fixed(2.0), ..spec() };
+        let mut m = machine(Load::closed(1), Bounds { requests: Some(3), ..Default::default() }, w);
+        let t0 = send(m.next(0.0));
+        assert_eq!((t0.turn, t0.input_tokens, t0.multi_turn), (0, 10, true));
+        m.finished(0, 1.0, ok(4));
+        assert_eq!(m.next(1.0), Next::Wait(3.0));
+        let t1 = send(m.next(3.0));
+        // 10 (turn 1) + 4 (reply) + 10 (turn 2)
+        assert_eq!((t1.turn, t1.input_tokens, t1.session), (1, 24, t0.session));
+        assert_eq!(t1.segments.len(), 3);
+        assert_eq!(t1.segments[0], t0.segments[0], "the history is the first turn's prompt");
+        assert_ne!(t1.seed, t0.seed);
+    }
+
+    #[test]
+    fn a_failure_ends_the_session_and_max_errors_stops() {
+        let w = WorkloadSpec { turns: Turns::Up(3), ..spec() };
+        let mut m =
+            machine(Load::closed(1), Bounds { requests: Some(10), max_errors: Some(2), ..Default::default() }, w);
+        send(m.next(0.0));
+        m.finished(0, 1.0, Finished::default());
+        // the next session starts (a new session id, turn 0)
+        let r = send(m.next(1.0));
+        assert_eq!((r.turn, r.session), (0, 1));
+        m.finished(1, 2.0, Finished::default());
+        assert_eq!(m.next(2.0), Next::Done(StopReason::MaxErrors));
+    }
+
+    #[test]
+    fn duration_cuts_the_schedule() {
+        let load = Load::Open { arrivals: Arrivals::Constant { rate: 10.0 }, max_concurrency: None };
+        let mut m = machine(load, Bounds { duration_s: Some(1.0), ..Default::default() }, spec());
+        let mut t = 0.0;
+        let mut sent = 0;
+        loop {
+            match m.next(t) {
+                Next::Send(r) => {
+                    sent += 1;
+                    m.finished(r.id, t, ok(4));
+                }
+                Next::Wait(at) => t = at,
+                Next::Idle => unreachable!(),
+                Next::Done(reason) => {
+                    assert_eq!(reason, StopReason::Duration);
+                    break;
+                }
+            }
+        }
+        assert_eq!(sent, 11, "arrivals at 0, 0.1, …, 1.0 s");
+    }
+
+    #[test]
+    fn stop_lets_in_flight_finish() {
+        let mut m = machine(Load::closed(2), Bounds::default(), spec());
+        send(m.next(0.0));
+        send(m.next(0.0));
+        m.stop(StopReason::Interrupted);
+        assert_eq!(m.next(0.5), Next::Idle);
+        m.finished(0, 1.0, ok(4));
+        m.finished(1, 1.0, ok(4));
+        assert_eq!(m.next(1.0), Next::Done(StopReason::Interrupted));
+    }
+
+    #[test]
+    fn user_pauses_do_not_depend_on_which_user_finishes_first() {
+        let load = Load::Closed { concurrency: 2, think: ThinkTime::Exponential { mean: 1.0 } };
+        let pauses = |first: u64| {
+            let mut m = machine(load.clone(), Bounds { requests: Some(4), ..Default::default() }, spec());
+            send(m.next(0.0));
+            send(m.next(0.0));
+            m.finished(first, 1.0, ok(4));
+            m.finished(1 - first, 1.0, ok(4));
+            let mut at = Vec::new();
+            let mut t = 1.0;
+            for _ in 0..2 {
+                match m.next(t) {
+                    Next::Wait(w) => t = w,
+                    _ => unreachable!(),
+                }
+                let r = send(m.next(t));
+                at.push((r.user, r.scheduled_s));
+            }
+            at.sort_by(|a, b| a.0.cmp(&b.0));
+            at
+        };
+        assert_eq!(pauses(0), pauses(1));
+    }
+}
