@@ -140,6 +140,63 @@ async fn ten_megabyte_line() {
 }
 
 #[tokio::test]
+async fn one_ten_megabyte_event_without_spaces_ends_in_seconds() {
+    // BPE over 10 MB without a space took over 13 minutes and held the run (and Ctrl-C) hostage
+    fn script(_: usize) -> Script {
+        let blob = "a".repeat(10 * 1024 * 1024);
+        vec![
+            Step::SseHead,
+            Step::Chunk(sse::completion(&blob)),
+            Step::Chunk(sse::usage(3, 1)),
+            Step::Chunk(sse::done()),
+            Step::End,
+        ]
+    }
+    let started = Instant::now();
+    let r = one(script, Duration::from_secs(60)).await;
+    assert!(r.is_success(), "{:?}", r.error);
+    assert_eq!(r.event_ms.len(), 1);
+    assert_eq!(r.output_tokens, Some(1), "the server's count");
+    let ours = r.output_tokens_client.expect("counted, in bounded time");
+    assert!(ours > 10_000, "{ours}");
+    println!("two requests with a 10 MB event each; the run took {:.2} s", started.elapsed().as_secs_f64());
+}
+
+#[tokio::test]
+async fn requests_are_sent_exactly_once_unless_retries_are_asked_for() {
+    // a server that closes every second connection before sending response headers
+    fn script(n: usize) -> Script {
+        if n % 2 == 1 { vec![Step::Cut] } else { goodput_testkit::steady_stream(1.0, 0.5, 2, false) }
+    }
+    let server = ScriptedServer::start(script).await;
+    let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    let out = run_within(Duration::from_secs(20), ep, config(10, 1), workload(8, 2)).await;
+    assert_eq!(server.served().len(), 10, "10 requests, 10 POSTs: nothing is resent behind our back");
+    let failed: Vec<_> = out.records.iter().filter(|r| !r.is_success()).collect();
+    assert_eq!(failed.len(), 5);
+    assert!(failed.iter().all(|r| class(r) == ErrorClass::StreamEndedEarly && r.attempts.is_empty()));
+
+    // --retries 1: each failure is resent once, and the record keeps the failed attempt
+    let server = ScriptedServer::start(script).await;
+    let mut ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    ep.retries = 1;
+    let out = run_within(Duration::from_secs(20), ep, config(10, 1), workload(8, 2)).await;
+    assert!(
+        out.records.iter().all(|r| r.is_success()),
+        "{:?}",
+        out.records.iter().map(|r| &r.error).collect::<Vec<_>>()
+    );
+    let retried: Vec<_> = out.records.iter().filter(|r| !r.attempts.is_empty()).collect();
+    assert_eq!(retried.len(), 9, "request 0 went through; every later one met a closed connection first");
+    assert_eq!(server.served().len(), 19);
+    for r in retried {
+        assert_eq!(r.reconnects, 1);
+        assert_eq!(r.attempts[0].error.class, ErrorClass::StreamEndedEarly);
+        assert!(r.attempts[0].sent_ms <= r.sent_ms.unwrap());
+    }
+}
+
+#[tokio::test]
 async fn no_done() {
     let r = one(
         |_| vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Chunk(sse::usage(3, 1)), Step::End],

@@ -25,7 +25,7 @@ pub struct Efficiency {
 impl Default for Efficiency {
     fn default() -> Self {
         // Calibrated against ../shared/reference/published-figures.md rows 1–6: every figure
-        // within ±13% (`cargo bench -p goodput-engine --bench calibration`).
+        // within ±13% (`cargo bench -p goodput-sim --bench calibration`).
         Efficiency { mfu: 0.38, mbu: 0.8, step_overhead_s: 0.002, seq_overhead_s: 0.0, allreduce_latency_s: 15e-6 }
     }
 }

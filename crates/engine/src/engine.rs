@@ -50,7 +50,7 @@ pub fn output_length(seed: u64, min: u32, max: u32, ignore_eos: bool) -> u32 {
         return max;
     }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(0x6e61_7475_7261_6c);
+    rng.set_stream(0x006e_6174_7572_616c);
     rng.random_range(min.clamp(1, max)..=max)
 }
 

@@ -238,3 +238,72 @@ async fn without_ignore_eos_lengths_are_drawn_up_to_max_tokens() {
     assert!(lens.iter().any(|&n| n < 20), "{lens:?}");
     e.shutdown().await;
 }
+
+/// Reads a stream, timestamping each body frame; returns the gaps between frames in ms.
+async fn frame_gaps(resp: goodput_client::http::Response) -> Vec<f64> {
+    let mut body = resp.into_body();
+    let mut last: Option<std::time::Instant> = None;
+    let mut gaps = Vec::new();
+    while let Some(Ok(f)) = body.frame().await {
+        if f.is_data() {
+            let now = std::time::Instant::now();
+            if let Some(l) = last {
+                gaps.push(now.duration_since(l).as_secs_f64() * 1e3);
+            }
+            last = Some(now);
+        }
+    }
+    gaps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_prompts_are_refused_without_stalling_other_streams() {
+    let e = start(|_| {}, |s| s.max_body_bytes = 32 << 20).await;
+    let c = client(&e);
+    // a stream of 400 tokens (a few ms each) runs while two 10 MB prompts arrive
+    let body =
+        json!({"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 400, "ignore_eos": true, "stream": true});
+    let stream = c.post("/v1/completions", Bytes::from(body.to_string())).await.unwrap();
+    let gaps = tokio::spawn(frame_gaps(stream));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let huge = |text: String| json!({"model": "llama-3.1-8b", "prompt": text, "max_tokens": 8}).to_string();
+    let started = std::time::Instant::now();
+    let big = [huge(" hello".repeat((10 << 20) / 6)), huge("a".repeat(10 << 20))];
+    let posts: Vec<_> = big
+        .into_iter()
+        .map(|b| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let r = c.post("/v1/completions", Bytes::from(b)).await.unwrap();
+                let status = r.status().as_u16();
+                let v: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
+                (status, v, std::time::Instant::now())
+            })
+        })
+        .collect();
+    // /health answers at once meanwhile
+    let mut health = Vec::new();
+    for _ in 0..20 {
+        let t = std::time::Instant::now();
+        let (s, _) = c.get("/health", Duration::from_secs(30)).await.unwrap();
+        assert_eq!(s, 200);
+        health.push(t.elapsed().as_secs_f64() * 1e3);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for p in posts {
+        let (status, v, done) = p.await.unwrap();
+        assert_eq!(status, 400, "{v}");
+        assert!(openai_error(&v, 400).contains("maximum context length is 131072"), "{v}");
+        let took = done.duration_since(started).as_secs_f64();
+        assert!(took < 10.0, "refused after {took:.1} s");
+    }
+    let gaps = gaps.await.unwrap();
+    let worst_gap = gaps.iter().copied().fold(0.0, f64::max);
+    let worst_health = health.iter().copied().fold(0.0, f64::max);
+    println!("worst gap between tokens {worst_gap:.1} ms; slowest /health {worst_health:.1} ms");
+    assert!(gaps.len() > 300, "{}", gaps.len());
+    // before: /health took 6.4 s and other streams stalled for 13.4 s
+    assert!(worst_health < 500.0, "/health took {worst_health:.0} ms");
+    assert!(worst_gap < 200.0, "another stream stalled for {worst_gap:.0} ms");
+    e.shutdown().await;
+}

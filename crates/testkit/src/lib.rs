@@ -6,6 +6,8 @@
 //! within tens of microseconds of their scripted times. The server logs when each step's bytes were
 //! written, so tests can compare client measurements against the truth.
 
+pub mod fast;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

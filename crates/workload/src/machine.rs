@@ -322,10 +322,12 @@ impl LoadMachine {
 
     fn fire(&mut self, t: Timer) {
         match t.due {
-            Due::User(u) => match self.pull() {
-                Some(spec) => self.start_session(spec, Some(u), t.at),
-                None => {} // this user has nothing more to send
-            },
+            Due::User(u) => {
+                // a user with no session left to send stops here
+                if let Some(spec) = self.pull() {
+                    self.start_session(spec, Some(u), t.at);
+                }
+            }
             Due::Arrival(spec) => {
                 self.start_session(*spec, None, t.at);
                 self.schedule_arrival();
@@ -583,7 +585,7 @@ mod tests {
                 let r = send(m.next(t));
                 at.push((r.user, r.scheduled_s));
             }
-            at.sort_by(|a, b| a.0.cmp(&b.0));
+            at.sort_by_key(|a| a.0);
             at
         };
         assert_eq!(pauses(0), pauses(1));

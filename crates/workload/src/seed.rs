@@ -64,7 +64,7 @@ pub fn mix(parts: &[u64]) -> u64 {
 /// The seed of one request's own random stream (its natural stop length when the engine may stop
 /// early, its generated words): keyed by the session and turn, never by arrival order.
 pub fn request_seed(seed: u64, session: u64, turn: u32) -> u64 {
-    mix(&[seed, 0x7265_7175_6573_74, session, turn as u64])
+    mix(&[seed, 0x0072_6571_7565_7374, session, turn as u64])
 }
 
 #[cfg(test)]
