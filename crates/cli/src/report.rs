@@ -123,7 +123,7 @@ fn write_line(f: &Mutex<BufWriter<File>>, v: &serde_json::Value) {
 }
 
 impl Observer for LiveLog {
-    fn sent(&self, meta: &goodput_client::RequestMeta, body: &[u8], c: &Counters) {
+    fn sent(&self, meta: &RequestRecord, body: &[u8], c: &Counters) {
         self.check_saturation(c);
         if let Some(f) = &self.schedule
             && let Ok(b) = serde_json::from_slice::<serde_json::Value>(body)

@@ -13,19 +13,6 @@ use crate::http::{Cancel, Clock, HttpClient, Timeouts, error_chain, excerpt, is_
 use crate::openai::{Api, Usage, parse_chunk};
 use crate::sse::{SseDecoder, SseEvent};
 
-/// What the record needs to know before the request is sent.
-#[derive(Clone, Debug, Default)]
-pub struct RequestMeta {
-    pub id: u64,
-    pub session: Option<u64>,
-    pub turn: Option<u32>,
-    pub user: Option<u32>,
-    pub scheduled_ms: f64,
-    pub cap_wait_ms: f64,
-    pub input_tokens_client: Option<u64>,
-    pub requested_output_tokens: Option<u64>,
-}
-
 /// A measured exchange whose token counting is still to be done (off the load loop, by the
 /// bookkeeping thread: [`Exchange::finish`]).
 #[derive(Debug)]
@@ -200,10 +187,11 @@ impl Exchange {
 /// Sends one request and measures it (resending it after a failure before any content, when
 /// `ep.retries` allows). Never panics; every failure becomes a classified record. Token counting
 /// is left to [`Exchange::finish`], so the caller can hand it off the load loop.
-pub async fn execute(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Cancel) -> Exchange {
+/// `template` holds what is known before sending (ids, schedule, lengths asked for).
+pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cancel: &Cancel) -> Exchange {
     let mut attempts = Vec::new();
     loop {
-        let st = attempt(ep, meta, body.clone(), cancel).await;
+        let st = attempt(ep, template.clone(), body.clone(), cancel).await;
         let retry = (attempts.len() as u32) < ep.retries && st.rec.event_ms.is_empty() && retryable(&st.rec);
         if !retry {
             let mut rec = st.rec;
@@ -229,20 +217,9 @@ fn retryable(r: &RequestRecord) -> bool {
 }
 
 /// One attempt.
-async fn attempt(ep: &Endpoint, meta: &RequestMeta, body: Bytes, cancel: &Cancel) -> Stream {
+async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel) -> Stream {
     let clock = ep.clock;
     let to = ep.timeouts;
-    let rec = RequestRecord {
-        id: meta.id,
-        session: meta.session,
-        turn: meta.turn,
-        user: meta.user,
-        scheduled_ms: meta.scheduled_ms,
-        cap_wait_ms: meta.cap_wait_ms,
-        input_tokens_client: meta.input_tokens_client,
-        requested_output_tokens: meta.requested_output_tokens,
-        ..Default::default()
-    };
     let mut st = Stream { rec, deltas: Vec::new(), cumulative: Vec::new(), usage: Usage::default(), done: false };
 
     let sent = Instant::now();

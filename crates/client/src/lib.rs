@@ -16,7 +16,7 @@ pub mod priority;
 pub mod runner;
 pub mod sse;
 
-pub use exchange::{Endpoint, Exchange, RequestMeta, execute};
+pub use exchange::{Endpoint, Exchange, execute};
 pub use goodput_metrics::StopReason;
 pub use goodput_workload::Load;
 pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};

@@ -22,7 +22,7 @@ use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, Sessi
 use serde::Serialize;
 
 use crate::bookkeeping::{BookStats, Bookkeeper};
-use crate::exchange::{Endpoint, RequestMeta, execute};
+use crate::exchange::{Endpoint, execute};
 use crate::http::{Cancel, CancelHandle, cancel_pair};
 use crate::openai::request_body;
 
@@ -95,10 +95,10 @@ pub struct Counters {
 }
 
 /// Receives each record as soon as it is finished (for the JSONL log and progress), and each
-/// request as it is sent (for `--export-schedule`).
+/// request as it is sent (for `--export-schedule`: its record so far, and its body).
 pub trait Observer: Send + Sync {
     fn record(&self, record: &RequestRecord, counters: &Counters);
-    fn sent(&self, _meta: &RequestMeta, _body: &[u8], _counters: &Counters) {}
+    fn sent(&self, _request: &RequestRecord, _body: &[u8], _counters: &Counters) {}
 }
 
 impl Observer for () {
@@ -396,17 +396,7 @@ async fn request_task(s: Arc<Shared>, mut r: Request) {
     let abort = s.abort.token();
     loop {
         let clock = s.ep.clock;
-        let multi = r.multi_turn;
-        let meta = RequestMeta {
-            id: r.id,
-            session: multi.then_some(r.session),
-            turn: multi.then_some(r.turn),
-            user: r.user,
-            scheduled_ms: r.scheduled_s * 1000.0,
-            cap_wait_ms: r.cap_wait_s * 1000.0,
-            input_tokens_client: Some(r.input_tokens),
-            requested_output_tokens: Some(r.max_tokens as u64),
-        };
+        let meta = RequestRecord { input_tokens_client: Some(r.input_tokens), ..r.record() };
         let body = body_for(&s, &r);
         let c = &s.out.counters;
         c.sent.fetch_add(1, Ordering::SeqCst);

@@ -101,20 +101,12 @@ pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: Workload) -> Sim
 /// slot, when the slot freed).
 fn send(engine: &mut Engine, m: &mut LoadMachine, records: &mut Vec<RequestRecord>, r: Request, ignore_eos: bool) {
     let sent = r.scheduled_s + r.cap_wait_s;
-    let multi = r.multi_turn;
     let mut rec = RequestRecord {
-        id: r.id,
-        session: multi.then_some(r.session),
-        turn: multi.then_some(r.turn),
-        user: r.user,
-        scheduled_ms: r.scheduled_s * 1e3,
-        cap_wait_ms: r.cap_wait_s * 1e3,
         sent_ms: Some(sent * 1e3),
         input_tokens: Some(r.input_tokens),
         input_tokens_source: Some(TokenSource::Server),
-        requested_output_tokens: Some(r.max_tokens as u64),
         event_tokens_source: Some(TokenSource::Server),
-        ..Default::default()
+        ..r.record()
     };
     debug_assert_eq!(records.len() as u64, r.id, "ids are dense, in send order");
     let req = EngineRequest {

@@ -82,6 +82,23 @@ pub struct Request {
     pub messages: Vec<Message>,
 }
 
+impl Request {
+    /// The request's record before it is sent: ids, schedule and requested length. The driver
+    /// adds what it measures (or simulates).
+    pub fn record(&self) -> goodput_metrics::RequestRecord {
+        goodput_metrics::RequestRecord {
+            id: self.id,
+            session: self.multi_turn.then_some(self.session),
+            turn: self.multi_turn.then_some(self.turn),
+            user: self.user,
+            scheduled_ms: self.scheduled_s * 1e3,
+            cap_wait_ms: self.cap_wait_s * 1e3,
+            requested_output_tokens: Some(self.max_tokens as u64),
+            ..Default::default()
+        }
+    }
+}
+
 /// How a request ended.
 #[derive(Clone, Debug, Default)]
 pub struct Finished {
