@@ -109,6 +109,13 @@ pub struct EngineArgs {
     /// Host time per sequence per iteration (default 0).
     #[arg(long, value_name = "DURATION")]
     pub seq_overhead: Option<String>,
+    /// Intake time of one request (the API server parsing and handing it to the scheduler; one
+    /// request at a time) (default 100us).
+    #[arg(long, value_name = "DURATION")]
+    pub ingest_overhead: Option<String>,
+    /// Intake time per prompt token (tokenization) (default 0.2us).
+    #[arg(long, value_name = "DURATION")]
+    pub ingest_per_token: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -653,6 +653,12 @@ impl EnginePlan {
         if let Some(d) = &a.seq_overhead {
             c.efficiency.seq_overhead_s = parse_duration("--seq-overhead", d)?.as_secs_f64();
         }
+        if let Some(d) = &a.ingest_overhead {
+            c.efficiency.ingest_s = parse_duration("--ingest-overhead", d)?.as_secs_f64();
+        }
+        if let Some(d) = &a.ingest_per_token {
+            c.efficiency.ingest_per_token_s = parse_duration("--ingest-per-token", d)?.as_secs_f64();
+        }
         let memory = c.plan().map_err(|e| UsageError(e.to_string()))?;
         Ok(EnginePlan { config: c, memory })
     }
@@ -802,7 +808,7 @@ fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), Usag
     let prompt = w.spec.input_tokens.min().saturating_add(w.spec.prefix_tokens);
     let output = w.spec.output_tokens.min();
     let e = goodput_engine::Engine::new(engine.config.clone()).map_err(|e| usage("--model", e))?;
-    e.check(&goodput_engine::EngineRequest { prompt_tokens: prompt, output_tokens: output }).map_err(|r| {
+    e.check(&goodput_engine::EngineRequest { prompt_tokens: prompt, output_tokens: output, block_hashes: Vec::new() }).map_err(|r| {
         usage(
             "--input-tokens",
             format!(

@@ -8,9 +8,9 @@
 /// tens of microseconds before each), else a strongly raised nice value; timers that wake within
 /// microseconds of their deadline.
 pub fn pacer() {
+    goodput_pacing::precise_timers();
     #[cfg(target_os = "linux")]
     unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
         let p = libc::sched_param { sched_priority: 10 };
         if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
             libc::setpriority(libc::PRIO_PROCESS, 0, -15);

@@ -124,9 +124,6 @@ pub struct RunOutcome {
 /// Sessions the generator thread prepares ahead of the load.
 const GENERATOR_AHEAD: usize = 512;
 
-/// How long before a deadline the load thread stops sleeping and spins.
-const SPIN: Duration = Duration::from_micros(60);
-
 /// The machine and the deadline the load thread is sleeping toward (`f64::INFINITY`: until woken).
 struct Driver {
     machine: LoadMachine,
@@ -375,15 +372,12 @@ fn drive(s: &Arc<Shared>) -> StopReason {
                 s.rt.spawn(async move { request_task(s2, *r).await });
             }
             Next::Wait(t) => {
+                // woken early by a request task when something became due sooner
                 let deadline = clock.instant(t * 1000.0);
-                let now = Instant::now();
-                if deadline > now + SPIN {
-                    std::thread::park_timeout(deadline - now - SPIN);
-                } else {
-                    while Instant::now() < deadline {
-                        std::hint::spin_loop();
-                    }
-                }
+                goodput_pacing::wait_until(deadline, |left| {
+                    std::thread::park_timeout(left);
+                    (Instant::now() + goodput_pacing::SPIN < deadline).then_some(())
+                });
             }
             Next::Idle => std::thread::park(),
             Next::Done(reason) => return reason,

@@ -20,13 +20,27 @@ pub struct Efficiency {
     pub seq_overhead_s: f64,
     /// Latency of one all-reduce (tensor parallelism), seconds.
     pub allreduce_latency_s: f64,
+    /// Intake of one request (the API server parsing, tokenizing and handing it to the
+    /// scheduler), seconds: requests are taken in one at a time, so a burst enters the engine
+    /// spread out, as it does in a real server.
+    pub ingest_s: f64,
+    /// Intake time per prompt token (tokenization), seconds.
+    pub ingest_per_token_s: f64,
 }
 
 impl Default for Efficiency {
     fn default() -> Self {
         // Calibrated against ../shared/reference/published-figures.md rows 1–6: every figure
         // within ±13% (`cargo bench -p goodput-sim --bench calibration`).
-        Efficiency { mfu: 0.38, mbu: 0.8, step_overhead_s: 0.002, seq_overhead_s: 0.0, allreduce_latency_s: 15e-6 }
+        Efficiency {
+            mfu: 0.38,
+            mbu: 0.8,
+            step_overhead_s: 0.002,
+            seq_overhead_s: 0.0,
+            allreduce_latency_s: 15e-6,
+            ingest_s: 100e-6,
+            ingest_per_token_s: 0.2e-6,
+        }
     }
 }
 
@@ -52,6 +66,8 @@ pub struct EngineConfig {
     pub chunked_prefill: bool,
     /// Most requests waiting for admission; beyond it new requests are refused (HTTP 429).
     pub max_waiting: usize,
+    /// Keep computed KV blocks by content hash and reuse them for requests that share a prefix.
+    pub prefix_caching: bool,
     pub efficiency: Efficiency,
 }
 
@@ -70,6 +86,7 @@ impl EngineConfig {
             block_size: 16,
             chunked_prefill: false,
             max_waiting: 100_000,
+            prefix_caching: false,
             efficiency: Efficiency::default(),
         }
     }

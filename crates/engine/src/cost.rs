@@ -1,5 +1,8 @@
 //! The step-time model: how long one engine iteration takes.
 //!
+//! [`StepCost`] is the seam: the engine prices each iteration's [`BatchShape`] through it and
+//! knows nothing else about time. [`Roofline`] is the model used by default:
+//!
 //! `time = max(FLOPs / (peak · MFU), bytes / (bandwidth · MBU)) + overhead + TP communication`,
 //! per GPU of a tensor-parallel group. FLOPs and bytes are summed over the iteration's batch:
 //!
@@ -72,9 +75,14 @@ pub struct StepTime {
     pub compute_bound: bool,
 }
 
+/// Prices one iteration.
+pub trait StepCost: Send + Sync {
+    fn time(&self, b: &BatchShape) -> StepTime;
+}
+
 /// Precomputed constants of the roofline for one configuration.
 #[derive(Clone, Debug)]
-pub struct CostModel {
+pub struct Roofline {
     tp: f64,
     peak: f64,
     bandwidth: f64,
@@ -98,7 +106,7 @@ pub struct CostModel {
     kv_bytes: f64,
 }
 
-impl CostModel {
+impl Roofline {
     pub fn new(cfg: &EngineConfig) -> Self {
         let m = &cfg.model;
         let wb = cfg.dtype.bytes();
@@ -108,7 +116,7 @@ impl CostModel {
         // input embeddings are a lookup: no FLOPs, and only the looked-up rows are read
         let dense_params =
             m.total_params() as f64 - routed - m.embedding_params() as f64 * f64::from(!m.tied_embeddings);
-        CostModel {
+        Roofline {
             tp: cfg.tp as f64,
             peak: cfg.gpu.peak_flops(if cfg.dtype == Dtype::Bf16 { Dtype::Bf16 } else { cfg.dtype }),
             bandwidth: cfg.gpu.bandwidth(),
@@ -146,8 +154,10 @@ impl CostModel {
         let kv = self.kv_bytes * (b.decode_context + b.prefill_cached + b.tokens()) as f64;
         (flops, weights + kv)
     }
+}
 
-    pub fn time(&self, b: &BatchShape) -> StepTime {
+impl StepCost for Roofline {
+    fn time(&self, b: &BatchShape) -> StepTime {
         if b.tokens() == 0 {
             return StepTime::default();
         }
@@ -179,12 +189,19 @@ mod tests {
     use super::*;
     use crate::catalog::Catalog;
 
-    fn model(name: &str, gpu: &str) -> (EngineConfig, CostModel) {
+    fn model(name: &str, gpu: &str) -> (EngineConfig, Roofline) {
         let c = Catalog::builtin();
         let mut cfg = EngineConfig::new(c.model(name).unwrap().clone(), c.gpu(gpu).unwrap().clone());
-        cfg.efficiency =
-            Efficiency { mfu: 1.0, mbu: 1.0, step_overhead_s: 0.0, seq_overhead_s: 0.0, allreduce_latency_s: 0.0 };
-        let m = CostModel::new(&cfg);
+        cfg.efficiency = Efficiency {
+            mfu: 1.0,
+            mbu: 1.0,
+            step_overhead_s: 0.0,
+            seq_overhead_s: 0.0,
+            allreduce_latency_s: 0.0,
+            ingest_s: 0.0,
+            ingest_per_token_s: 0.0,
+        };
+        let m = Roofline::new(&cfg);
         (cfg, m)
     }
 
@@ -228,7 +245,7 @@ mod tests {
         let (mut cfg, m1) = model("llama-3.1-70b", "h100");
         cfg.tp = 4;
         cfg.efficiency.allreduce_latency_s = 10e-6;
-        let m4 = CostModel::new(&cfg);
+        let m4 = Roofline::new(&cfg);
         let mut b = BatchShape::default();
         for _ in 0..8 {
             b.add_decode(500);

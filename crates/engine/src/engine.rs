@@ -1,43 +1,40 @@
-//! The serving engine: iteration-level continuous batching over a paged KV cache.
+//! One engine replica: request intake, iteration-level scheduling over a paged KV cache, and the
+//! statistics of what it did.
 //!
-//! Time is not in here. A driver calls [`Engine::step`] with the current time (virtual or real);
-//! the engine decides the next iteration's batch, returns how long it takes (from the roofline
-//! [`CostModel`]) and which sequences emit tokens or finish at its end. The driver advances its
-//! clock by that duration and delivers the tokens.
+//! Time is not in here: a driver tells it the time. [`Engine::submit`] takes a request in (its
+//! intake ends a moment later: see [`Efficiency::ingest_s`]); [`Engine::start`] begins the next
+//! iteration when the engine is idle and has work (its policy plans the batch, the step-cost
+//! model prices it); [`Engine::complete`] hands over the tokens of an iteration that has ended;
+//! [`Engine::next_event`] says when something next happens on its own. The real-time server and
+//! the virtual-time simulator drive it the same way, through [`crate::ServingEngine`].
 //!
-//! Scheduling (vLLM's policy, `SchedulerPolicy::PrefillFirst`): a FCFS waiting queue; new
-//! sequences are admitted as a prefill-only iteration, ahead of the running decodes, while KV
-//! blocks (above a 1% watermark), `max_num_seqs` and the token budget allow; otherwise every
-//! running sequence decodes one token. When a decoding sequence needs a block and none is free,
-//! the most recently admitted running sequence is preempted: its blocks are freed and it goes back
-//! to the head of the queue, to be recomputed (prompt plus the tokens generated so far).
-//! With `chunked_prefill`, each iteration takes the running sequences first (decodes, then
-//! unfinished prefill chunks), then admits waiting ones, all within the token budget.
+//! Sequences are admitted FCFS (see [`crate::sched`]); when a running sequence needs a block and
+//! none is free, the most recently admitted one is preempted (recomputed later). Each iteration's
+//! tokens appear at its end; a sequence may receive more than one token from one iteration.
 //!
-//! Mechanisms to come plug in here: static batching and pre-allocated KV are admission rules;
-//! prefix caching shares reference-counted blocks at admission ([`BlockPool::share`]);
-//! speculative decoding emits several tokens per step (`Emit::tokens`); disaggregation is two
-//! engines with a KV transfer between them.
+//! [`Efficiency::ingest_s`]: crate::Efficiency::ingest_s
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{EngineConfig, MemoryPlan};
-use crate::cost::{BatchShape, CostModel, StepTime};
-use crate::kv::{BlockPool, BlockTable};
-use crate::{EngineError, Reject};
-
-/// The caller's id for a sequence (unique among live sequences).
-pub type SeqId = u64;
+use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
+use crate::kv::{CacheCounters, KvManager};
+use crate::sched::{ContinuousBatching, Core, Limits, Policy, Seq};
+use crate::{EngineError, Reject, SeqId, ServingEngine};
 
 /// What to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineRequest {
     /// Prompt length in tokens.
     pub prompt_tokens: u32,
     /// Tokens to generate before the sequence stops (its `max_tokens`, or an earlier stop).
     pub output_tokens: u32,
+    /// Chained hashes of the sequence's full blocks at the engine's block size (prompt, then
+    /// output as far as its content is known): equal leading hashes, equal prefixes. Empty when
+    /// unknown (nothing is then reused).
+    pub block_hashes: Vec<u64>,
 }
 
 /// How many tokens a request generates: all of `max_tokens` when it must (`ignore_eos`), else its
@@ -54,7 +51,7 @@ pub fn output_length(seed: u64, min: u32, max: u32, ignore_eos: bool) -> u32 {
     rng.random_range(min.clamp(1, max)..=max)
 }
 
-/// Tokens delivered to one sequence at the end of a step.
+/// Tokens delivered to one sequence at the end of an iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Emit {
     pub seq: SeqId,
@@ -75,6 +72,9 @@ pub enum StepKind {
 /// One iteration.
 #[derive(Clone, Debug, Default)]
 pub struct StepOut {
+    /// When it started and ended, seconds.
+    pub start: f64,
+    pub end: f64,
     pub time: StepTime,
     pub kind: Option<StepKind>,
     pub emitted: Vec<Emit>,
@@ -83,30 +83,8 @@ pub struct StepOut {
     pub batch_tokens: u64,
 }
 
-#[derive(Debug)]
-struct Seq {
-    id: SeqId,
-    prompt: u64,
-    target: u32,
-    generated: u32,
-    /// Tokens whose KV is in the cache.
-    computed: u64,
-    table: BlockTable,
-}
-
-impl Seq {
-    /// Tokens known so far: the prompt and every generated token.
-    fn known(&self) -> u64 {
-        self.prompt + self.generated as u64
-    }
-    /// Tokens to compute before the next token can be sampled.
-    fn pending(&self) -> u64 {
-        self.known() - self.computed
-    }
-}
-
 /// Running counters and time-weighted averages.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngineStats {
     pub steps: u64,
     pub prefill_steps: u64,
@@ -128,6 +106,9 @@ pub struct EngineStats {
     pub max_kv_utilization: f64,
     /// Share of allocated KV slots not holding a token (internal fragmentation), time-weighted.
     pub mean_kv_fragmentation: f64,
+    /// Prefix-cache lookups, hits and evictions (blocks), when prefix caching is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<CacheCounters>,
     /// Downsampled state over time: `[t_s, running, waiting, kv_utilization]`.
     pub series: Vec<[f64; 4]>,
     #[serde(skip)]
@@ -161,42 +142,52 @@ pub struct Gauges {
     pub preemptions: u64,
 }
 
-/// The engine.
+/// One engine replica.
 pub struct Engine {
     cfg: EngineConfig,
     plan: MemoryPlan,
-    cost: CostModel,
-    kv: BlockPool,
-    watermark: u32,
-    slots: Vec<Option<Seq>>,
-    free_slots: Vec<usize>,
-    index: HashMap<SeqId, usize>,
-    waiting: VecDeque<usize>,
-    running: Vec<usize>,
-    batch: Vec<(usize, u64)>,
-    finished: Vec<usize>,
-    out: StepOut,
+    cost: Box<dyn StepCost>,
+    policy: Box<dyn Policy>,
+    core: Core,
+    /// Requests in intake: when each becomes schedulable.
+    intake: VecDeque<(f64, usize)>,
+    /// When the intake is free for the next request.
+    intake_free_at: f64,
+    /// The iteration in flight.
+    step: Option<StepOut>,
     stats: EngineStats,
 }
 
 impl Engine {
+    /// An engine with the roofline step-cost model and continuous batching.
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
+        let cost = Box::new(Roofline::new(&cfg));
+        let policy = Box::new(ContinuousBatching { chunked: cfg.chunked_prefill });
+        Self::with_parts(cfg, cost, policy)
+    }
+
+    /// An engine with the given step-cost model and scheduling policy.
+    pub fn with_parts(
+        cfg: EngineConfig,
+        cost: Box<dyn StepCost>,
+        policy: Box<dyn Policy>,
+    ) -> Result<Self, EngineError> {
         let plan = cfg.plan()?;
-        let cost = CostModel::new(&cfg);
-        Ok(Engine {
-            kv: BlockPool::new(plan.kv_blocks),
+        let kv = KvManager::new(plan.kv_blocks, cfg.block_size, cfg.prefix_caching);
+        let limits = Limits {
+            max_num_seqs: cfg.max_num_seqs,
+            max_batched_tokens: cfg.max_batched_tokens,
             watermark: plan.kv_blocks / 100,
+        };
+        Ok(Engine {
+            core: Core::new(kv, limits),
             cost,
+            policy,
             plan,
             cfg,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            index: HashMap::new(),
-            waiting: VecDeque::new(),
-            running: Vec::new(),
-            batch: Vec::new(),
-            finished: Vec::new(),
-            out: StepOut::default(),
+            intake: VecDeque::new(),
+            intake_free_at: 0.0,
+            step: None,
             stats: EngineStats { series_every: 1, ..Default::default() },
         })
     }
@@ -209,8 +200,8 @@ impl Engine {
         &self.plan
     }
 
-    pub fn cost(&self) -> &CostModel {
-        &self.cost
+    pub fn cost(&self) -> &dyn StepCost {
+        self.cost.as_ref()
     }
 
     /// Checks a request against the model's limits without queueing it.
@@ -222,7 +213,7 @@ impl Engine {
         if total > self.cfg.model.max_context {
             return Err(Reject::OverContext { tokens: total, limit: self.cfg.model.max_context });
         }
-        if !self.cfg.chunked_prefill && r.prompt_tokens as u64 > self.cfg.max_batched_tokens as u64 {
+        if !self.policy.chunked() && r.prompt_tokens as u64 > self.cfg.max_batched_tokens as u64 {
             return Err(Reject::OverBudget {
                 tokens: r.prompt_tokens as u64,
                 limit: self.cfg.max_batched_tokens as u64,
@@ -234,211 +225,49 @@ impl Engine {
         Ok(())
     }
 
-    /// Queues a sequence. `id` must not be live already.
-    pub fn submit(&mut self, id: SeqId, r: EngineRequest) -> Result<(), Reject> {
-        if let Err(e) = self.check(&r) {
-            self.stats.rejected += 1;
-            return Err(e);
-        }
-        if self.waiting.len() >= self.cfg.max_waiting {
-            self.stats.rejected += 1;
-            return Err(Reject::QueueFull { limit: self.cfg.max_waiting });
-        }
-        debug_assert!(!self.index.contains_key(&id), "sequence id {id} is live");
-        let seq = Seq {
-            id,
-            prompt: r.prompt_tokens as u64,
-            target: r.output_tokens,
-            generated: 0,
-            computed: 0,
-            table: BlockTable::default(),
-        };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.slots[s] = Some(seq);
-                s
-            }
-            None => {
-                self.slots.push(Some(seq));
-                self.slots.len() - 1
-            }
-        };
-        self.index.insert(id, slot);
-        self.waiting.push_back(slot);
-        Ok(())
+    /// How long taking `r` in costs.
+    fn intake_time(&self, r: &EngineRequest) -> f64 {
+        let e = &self.cfg.efficiency;
+        e.ingest_s + e.ingest_per_token_s * r.prompt_tokens as f64
     }
 
-    /// Drops a sequence (client went away), freeing its blocks. Unknown ids are ignored.
-    pub fn abort(&mut self, id: SeqId) {
-        let Some(slot) = self.index.remove(&id) else {
+    /// Moves requests whose intake has ended by `now` to the waiting queue.
+    fn take_in(&mut self, now: f64) {
+        while self.intake.front().is_some_and(|&(at, _)| at <= now + 1e-12) {
+            let (_, slot) = self.intake.pop_front().expect("peeked");
+            self.core.waiting.push_back(slot);
+        }
+    }
+
+    /// Plans and prices the next iteration at `now` (nothing when there is no work).
+    fn begin(&mut self, now: f64) {
+        let core = &mut self.core;
+        core.batch.clear();
+        core.preempted.clear();
+        core.shape = BatchShape::default();
+        if core.waiting.is_empty() && core.running.is_empty() {
             return;
-        };
-        self.waiting.retain(|&s| s != slot);
-        self.running.retain(|&s| s != slot);
-        self.release(slot);
-    }
-
-    fn release(&mut self, slot: usize) {
-        if let Some(mut seq) = self.slots[slot].take() {
-            seq.table.release_all(&mut self.kv);
-            self.free_slots.push(slot);
         }
-    }
-
-    pub fn has_work(&self) -> bool {
-        !self.waiting.is_empty() || !self.running.is_empty()
-    }
-
-    pub fn gauges(&self) -> Gauges {
-        Gauges {
-            running: self.running.len() as u32,
-            waiting: self.waiting.len() as u32,
-            kv_utilization: self.kv.used_count() as f64 / self.kv.capacity().max(1) as f64,
-            preemptions: self.stats.preemptions,
+        self.policy.plan(core);
+        if core.batch.is_empty() {
+            // nothing fits (e.g. every running sequence was preempted): the queue would wait for
+            // blocks no one frees unless something runs, so the head runs alone
+            core.force_admit_head(self.policy.chunked());
         }
-    }
-
-    /// Statistics so far (averages over busy time).
-    pub fn stats(&self) -> EngineStats {
-        let mut s = self.stats.clone();
-        s.finish_averages();
-        s
-    }
-
-    fn seq(&self, slot: usize) -> &Seq {
-        self.slots[slot].as_ref().expect("live slot")
-    }
-
-    fn seq_mut(&mut self, slot: usize) -> &mut Seq {
-        self.slots[slot].as_mut().expect("live slot")
-    }
-
-    /// Frees a running sequence's blocks and puts it back at the head of the queue.
-    fn preempt(&mut self, slot: usize) {
-        self.running.retain(|&s| s != slot);
-        let kv = &mut self.kv;
-        let seq = self.slots[slot].as_mut().expect("live slot");
-        seq.table.release_all(kv);
-        seq.computed = 0;
-        self.out.preempted.push(seq.id);
-        self.waiting.push_front(slot);
-        self.stats.preemptions += 1;
-    }
-
-    /// Makes room for `slot` to hold `tokens` tokens, preempting the most recently admitted
-    /// running sequences as needed. Returns false if `slot` itself had to be preempted.
-    fn reserve(&mut self, slot: usize, tokens: u64) -> bool {
-        let bs = self.cfg.block_size;
-        loop {
-            let kv = &mut self.kv;
-            let seq = self.slots[slot].as_mut().expect("live slot");
-            if seq.table.grow_to(kv, tokens, bs) {
-                return true;
-            }
-            let victim = *self.running.last().expect("a sequence that needs blocks is running");
-            self.preempt(victim);
-            if victim == slot {
-                return false;
-            }
-        }
-    }
-
-    /// Admits waiting sequences while blocks, sequence slots and `budget` allow. Each admitted
-    /// sequence computes `min(pending, budget)` tokens (the whole prompt unless chunking).
-    fn admit(&mut self, budget: &mut u64, shape: &mut BatchShape) {
-        let bs = self.cfg.block_size as u64;
-        while let Some(&slot) = self.waiting.front() {
-            if self.running.len() >= self.cfg.max_num_seqs as usize || *budget == 0 {
-                break;
-            }
-            let pending = self.seq(slot).pending();
-            let chunk = if self.cfg.chunked_prefill { pending.min(*budget) } else { pending };
-            if chunk > *budget {
-                break;
-            }
-            let need = chunk.div_ceil(bs) as u32;
-            if self.kv.free_count() < need + self.watermark {
-                break;
-            }
-            let kv = &mut self.kv;
-            let seq = self.slots[slot].as_mut().expect("live slot");
-            let ok = seq.table.grow_to(kv, chunk, bs as u32);
-            debug_assert!(ok);
-            self.waiting.pop_front();
-            self.running.push(slot);
-            self.batch.push((slot, chunk));
-            shape.add_prefill(chunk, 0);
-            *budget -= chunk;
-        }
-    }
-
-    /// Schedules running sequences in admission order: decodes take one token, unfinished
-    /// prefills (chunked mode) take what the budget leaves.
-    fn schedule_running(&mut self, budget: &mut u64, shape: &mut BatchShape) {
-        let mut i = 0;
-        while i < self.running.len() {
-            let slot = self.running[i];
-            let (pending, computed) = {
-                let s = self.seq(slot);
-                (s.pending(), s.computed)
-            };
-            let chunk = pending.min(*budget);
-            if chunk == 0 {
-                break;
-            }
-            if !self.reserve(slot, computed + chunk) {
-                continue; // preempted itself; `running` shrank, `i` now points past the end
-            }
-            self.batch.push((slot, chunk));
-            if pending == 1 && computed > 0 {
-                shape.add_decode(computed + 1);
-            } else {
-                shape.add_prefill(chunk, computed);
-            }
-            *budget -= chunk;
-            i += 1;
-        }
-        // a preemption may have removed sequences already batched: drop them from the batch
-        if !self.out.preempted.is_empty() {
-            let running = &self.running;
-            self.batch.retain(|(s, _)| running.contains(s));
-        }
-    }
-
-    /// Plans and applies the next iteration starting at `now_s`. `None` when there is no work.
-    pub fn step(&mut self, now_s: f64) -> Option<&StepOut> {
-        if !self.has_work() {
-            return None;
-        }
-        self.out.emitted.clear();
-        self.out.preempted.clear();
-        self.batch.clear();
-        let mut shape = BatchShape::default();
-        let mut budget = self.cfg.max_batched_tokens as u64;
-        if self.cfg.chunked_prefill {
-            self.schedule_running(&mut budget, &mut shape);
-            self.admit(&mut budget, &mut shape);
-        } else {
-            self.admit(&mut budget, &mut shape);
-            if self.batch.is_empty() {
-                let mut unlimited = u64::MAX;
-                self.schedule_running(&mut unlimited, &mut shape);
-            }
-        }
-        if self.batch.is_empty() {
-            // Nothing fits (e.g. every running sequence was preempted): the queue waits for blocks
-            // that no one will free unless something runs. Admit the head alone, ignoring the
-            // watermark, so the engine always makes progress.
-            self.force_admit_head(&mut shape);
+        if core.batch.is_empty() {
+            return;
         }
         // apply the iteration; a prefill that reaches the end of its prompt samples a token too
-        for &(slot, chunk) in &self.batch {
-            let seq = self.slots[slot].as_mut().expect("live slot");
-            let was_decode = seq.pending() == 1 && seq.computed > 0;
-            seq.computed += chunk;
+        let mut shape = core.shape;
+        for i in 0..core.batch.len() {
+            let (slot, tokens) = core.batch[i];
+            let seq = core.seq_mut(slot);
+            let was_decode = seq.decoding();
+            seq.computed += tokens;
             if !was_decode && seq.computed == seq.known() {
                 shape.sampled += 1;
             }
+            core.register_computed_blocks(slot);
         }
         let time = self.cost.time(&shape);
         let kind = match (shape.prefill_tokens > 0, shape.decode_seqs > 0) {
@@ -446,59 +275,41 @@ impl Engine {
             (true, false) => StepKind::Prefill,
             _ => StepKind::Decode,
         };
-        // tokens appear at the end of the iteration
-        let mut finished = std::mem::take(&mut self.finished);
-        finished.clear();
-        for i in 0..self.batch.len() {
-            let slot = self.batch[i].0;
-            let seq = self.seq_mut(slot);
+        // tokens appear at the end of the iteration; finished sequences leave
+        let mut out = StepOut {
+            start: now,
+            end: now + time.total_s,
+            time,
+            kind: Some(kind),
+            preempted: std::mem::take(&mut core.preempted),
+            batch_seqs: core.batch.len() as u32,
+            batch_tokens: shape.tokens(),
+            emitted: Vec::with_capacity(core.batch.len()),
+        };
+        let mut finished = false;
+        for i in 0..core.batch.len() {
+            let slot = core.batch[i].0;
+            let seq = core.seq_mut(slot);
             if seq.computed < seq.known() {
                 continue; // a prefill chunk that did not reach the end of the prompt
             }
             seq.generated += 1;
             let done = seq.generated >= seq.target;
-            let id = seq.id;
-            self.out.emitted.push(Emit { seq: id, tokens: 1, finished: done });
+            out.emitted.push(Emit { seq: seq.id, tokens: 1, finished: done });
             if done {
-                finished.push(slot);
+                finished = true;
+                core.remove(slot);
             }
         }
-        if !finished.is_empty() {
-            for &slot in &finished {
-                let id = self.seq(slot).id;
-                self.index.remove(&id);
-                self.release(slot);
-            }
-            let slots = &self.slots;
-            self.running.retain(|&s| slots[s].is_some());
+        if finished {
+            self.core.drop_removed_from_running();
         }
-        self.finished = finished;
-        self.record(now_s, &time, kind, &shape);
-        self.out.time = time;
-        self.out.kind = Some(kind);
-        self.out.batch_seqs = self.batch.len() as u32;
-        self.out.batch_tokens = shape.tokens();
-        Some(&self.out)
-    }
-
-    fn force_admit_head(&mut self, shape: &mut BatchShape) {
-        let Some(&slot) = self.waiting.front() else {
-            return;
-        };
-        let bs = self.cfg.block_size;
-        let pending = self.seq(slot).pending();
-        let chunk = if self.cfg.chunked_prefill { pending.min(self.cfg.max_batched_tokens as u64) } else { pending };
-        let kv = &mut self.kv;
-        let seq = self.slots[slot].as_mut().expect("live slot");
-        if seq.table.grow_to(kv, chunk, bs) {
-            self.waiting.pop_front();
-            self.running.push(slot);
-            self.batch.push((slot, chunk));
-            shape.add_prefill(chunk, 0);
-        }
+        self.record(now, &time, kind, &shape);
+        self.step = Some(out);
     }
 
     fn record(&mut self, now_s: f64, t: &StepTime, kind: StepKind, shape: &BatchShape) {
+        let core = &self.core;
         let st = &mut self.stats;
         st.steps += 1;
         match kind {
@@ -515,18 +326,18 @@ impl Engine {
         st.decode_tokens += shape.decode_seqs;
         let d = t.total_s;
         st.busy_s += d;
-        let running = self.running.len() as f64;
-        let waiting = self.waiting.len() as f64;
-        let used = self.kv.used_count() as f64;
-        let util = used / self.kv.capacity().max(1) as f64;
+        let running = core.running.len() as f64;
+        let waiting = (core.waiting.len() + self.intake.len()) as f64;
+        let used = core.kv.used() as f64;
+        let util = used / core.kv.capacity().max(1) as f64;
         let slots = used * self.cfg.block_size as f64;
-        let stored: u64 = self.running.iter().map(|&s| self.slots[s].as_ref().map_or(0, |q| q.computed)).sum();
-        let frag = if slots > 0.0 { (slots - stored as f64).max(0.0) / slots } else { 0.0 };
+        let stored = (core.stored_tokens() as f64).min(slots);
+        let frag = if slots > 0.0 { (slots - stored) / slots } else { 0.0 };
         st.sums[0] += d * running;
         st.sums[1] += d * waiting;
         st.sums[2] += d * util;
         st.sums[3] += d * frag;
-        st.max_running = st.max_running.max(self.running.len() as u32);
+        st.max_running = st.max_running.max(core.running.len() as u32);
         st.max_kv_utilization = st.max_kv_utilization.max(util);
         // keep at most ~512 samples: halve the series and double the stride when full
         if st.steps.is_multiple_of(st.series_every) {
@@ -537,6 +348,100 @@ impl Engine {
             }
         }
     }
+
+    /// Runs one whole iteration at `now` when there is work: starts it and completes it at its
+    /// end (a convenience for tests and simple drivers).
+    pub fn step(&mut self, now: f64) -> Option<StepOut> {
+        self.start(now);
+        let out = self.step.take()?;
+        Some(out)
+    }
+}
+
+impl ServingEngine for Engine {
+    fn submit(&mut self, id: SeqId, r: EngineRequest, now: f64) -> Result<(), Reject> {
+        if let Err(e) = self.check(&r) {
+            self.stats.rejected += 1;
+            return Err(e);
+        }
+        if self.core.waiting.len() + self.intake.len() >= self.cfg.max_waiting {
+            self.stats.rejected += 1;
+            return Err(Reject::QueueFull { limit: self.cfg.max_waiting });
+        }
+        debug_assert!(!self.core.is_live(id), "sequence id {id} is live");
+        let ready = self.intake_free_at.max(now) + self.intake_time(&r);
+        self.intake_free_at = ready;
+        let slot = self.core.insert(Seq {
+            id,
+            prompt: r.prompt_tokens as u64,
+            target: r.output_tokens,
+            generated: 0,
+            computed: 0,
+            table: Default::default(),
+            hashes: r.block_hashes,
+            registered: 0,
+        });
+        self.intake.push_back((ready, slot));
+        Ok(())
+    }
+
+    fn abort(&mut self, id: SeqId) {
+        let Some(slot) = self.core.slot_of(id) else { return };
+        self.core.waiting.retain(|&s| s != slot);
+        self.core.running.retain(|&s| s != slot);
+        self.intake.retain(|&(_, s)| s != slot);
+        self.core.remove(slot);
+    }
+
+    fn complete(&mut self, now: f64, out: &mut Vec<Emit>) {
+        if self.step.as_ref().is_some_and(|s| s.end <= now + 1e-12) {
+            let s = self.step.take().expect("checked");
+            out.extend_from_slice(&s.emitted);
+        }
+    }
+
+    fn start(&mut self, now: f64) {
+        self.take_in(now);
+        if self.step.is_none() {
+            self.begin(now);
+        }
+    }
+
+    fn next_event(&self) -> Option<f64> {
+        match &self.step {
+            Some(s) => Some(s.end),
+            None if !self.core.waiting.is_empty() || !self.core.running.is_empty() => None,
+            None => self.intake.front().map(|&(at, _)| at),
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        self.step.is_some() || !self.intake.is_empty() || !self.core.waiting.is_empty() || !self.core.running.is_empty()
+    }
+
+    fn prefix_block_size(&self) -> Option<u32> {
+        self.cfg.prefix_caching.then_some(self.cfg.block_size)
+    }
+
+    fn gauges(&self) -> Gauges {
+        let kv = &self.core.kv;
+        Gauges {
+            running: self.core.running.len() as u32,
+            waiting: (self.core.waiting.len() + self.intake.len()) as u32,
+            kv_utilization: kv.used() as f64 / kv.capacity().max(1) as f64,
+            preemptions: self.core.preemptions,
+        }
+    }
+
+    fn stats(&self) -> EngineStats {
+        let mut s = self.stats.clone();
+        s.preemptions = self.core.preemptions;
+        if self.core.kv.prefix_caching() {
+            s.prefix_cache = Some(self.core.kv.counters);
+        }
+        s.finish_averages();
+        s
+    }
 }
 
 #[cfg(test)]
@@ -544,11 +449,14 @@ pub(crate) mod tests {
     use super::*;
     use crate::catalog::Catalog;
 
-    /// Llama-3.1-8B on an H100 whose memory is cut so that exactly `blocks` KV blocks fit.
+    /// Llama-3.1-8B on an H100 whose memory is cut so that exactly `blocks` KV blocks fit; no
+    /// intake time (requests are schedulable when submitted).
     pub(crate) fn small_engine(blocks: u32, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
         let c = Catalog::builtin();
         let mut cfg = EngineConfig::new(c.model("llama-3.1-8b").unwrap().clone(), c.gpu("h100").unwrap().clone());
         cfg.max_batched_tokens = 2048;
+        cfg.efficiency.ingest_s = 0.0;
+        cfg.efficiency.ingest_per_token_s = 0.0;
         tweak(&mut cfg);
         let full = cfg.plan().unwrap();
         let block_bytes = full.kv_bytes_per_token * cfg.block_size as f64;
@@ -560,44 +468,85 @@ pub(crate) mod tests {
     }
 
     fn req(p: u32, o: u32) -> EngineRequest {
-        EngineRequest { prompt_tokens: p, output_tokens: o }
+        EngineRequest { prompt_tokens: p, output_tokens: o, block_hashes: Vec::new() }
     }
 
     fn emitted(out: &StepOut) -> Vec<(SeqId, bool)> {
         out.emitted.iter().map(|e| (e.seq, e.finished)).collect()
     }
 
+    fn submit(e: &mut Engine, id: SeqId, r: EngineRequest) -> Result<(), Reject> {
+        e.submit(id, r, 0.0)
+    }
+
     #[test]
     fn prefill_then_decode_then_finish() {
         let mut e = small_engine(1000, |_| {});
-        e.submit(1, req(100, 3)).unwrap();
-        e.submit(2, req(50, 2)).unwrap();
+        submit(&mut e, 1, req(100, 3)).unwrap();
+        submit(&mut e, 2, req(50, 2)).unwrap();
         let out = e.step(0.0).unwrap();
         assert_eq!(out.kind, Some(StepKind::Prefill));
         assert_eq!(out.batch_tokens, 150);
-        assert_eq!(emitted(out), vec![(1, false), (2, false)]);
+        assert_eq!(emitted(&out), vec![(1, false), (2, false)]);
         let out = e.step(0.1).unwrap();
         assert_eq!(out.kind, Some(StepKind::Decode));
-        assert_eq!(emitted(out), vec![(1, false), (2, true)]);
+        assert_eq!(emitted(&out), vec![(1, false), (2, true)]);
         let out = e.step(0.2).unwrap();
-        assert_eq!(emitted(out), vec![(1, true)]);
+        assert_eq!(emitted(&out), vec![(1, true)]);
         assert!(!e.has_work());
-        assert_eq!(e.kv.free_count(), 1000, "finished sequences free their blocks");
+        assert_eq!(e.core.kv.available(), 1000, "finished sequences free their blocks");
         let s = e.stats();
         assert_eq!((s.prefill_steps, s.decode_steps, s.decode_tokens, s.prefill_tokens), (1, 2, 3, 150));
     }
 
     #[test]
+    fn the_event_interface_delivers_tokens_at_the_end_of_the_iteration() {
+        let mut e = small_engine(1000, |c| {
+            c.efficiency.ingest_s = 0.001;
+        });
+        e.submit(1, req(100, 2), 0.0).unwrap();
+        // the request is being taken in: nothing to start before 1 ms
+        e.start(0.0);
+        assert_eq!(e.next_event(), Some(0.001));
+        e.start(0.001);
+        let end = e.next_event().unwrap();
+        assert!(end > 0.001);
+        let mut out = Vec::new();
+        e.complete(end - 1e-6, &mut out);
+        assert!(out.is_empty(), "not yet");
+        e.complete(end, &mut out);
+        assert_eq!(out, vec![Emit { seq: 1, tokens: 1, finished: false }]);
+        e.start(end);
+        let end2 = e.next_event().unwrap();
+        e.complete(end2, &mut out);
+        assert_eq!(out[1], Emit { seq: 1, tokens: 1, finished: true });
+        e.start(end2);
+        assert_eq!((e.next_event(), e.has_work()), (None, false));
+    }
+
+    #[test]
+    fn intake_spreads_a_burst() {
+        // three requests submitted at once enter 1 ms apart: the first runs alone
+        let mut e = small_engine(1000, |c| c.efficiency.ingest_s = 0.001);
+        for id in 0..3 {
+            e.submit(id, req(100, 5), 0.0).unwrap();
+        }
+        e.start(0.001);
+        assert_eq!(e.step.as_ref().unwrap().batch_seqs, 1);
+        assert_eq!(e.gauges().waiting, 2);
+    }
+
+    #[test]
     fn new_prefills_go_ahead_of_running_decodes() {
         let mut e = small_engine(1000, |_| {});
-        e.submit(1, req(100, 10)).unwrap();
+        submit(&mut e, 1, req(100, 10)).unwrap();
         e.step(0.0).unwrap();
         e.step(0.1).unwrap();
-        e.submit(2, req(100, 10)).unwrap();
+        submit(&mut e, 2, req(100, 10)).unwrap();
         // the running sequence stalls for a whole prefill iteration of the newcomer
         let out = e.step(0.2).unwrap();
         assert_eq!(out.kind, Some(StepKind::Prefill));
-        assert_eq!(emitted(out), vec![(2, false)]);
+        assert_eq!(emitted(&out), vec![(2, false)]);
         let out = e.step(0.3).unwrap();
         assert_eq!(out.kind, Some(StepKind::Decode));
         assert_eq!(out.batch_seqs, 2);
@@ -609,33 +558,33 @@ pub(crate) mod tests {
             c.chunked_prefill = true;
             c.max_batched_tokens = 256;
         });
-        e.submit(1, req(10, 50)).unwrap();
+        submit(&mut e, 1, req(10, 50)).unwrap();
         e.step(0.0).unwrap();
-        e.submit(2, req(600, 5)).unwrap();
+        submit(&mut e, 2, req(600, 5)).unwrap();
         // decode of 1 first (1 token), then a 255-token chunk of 2
         let out = e.step(0.1).unwrap();
         assert_eq!(out.kind, Some(StepKind::Mixed));
         assert_eq!(out.batch_tokens, 256);
-        assert_eq!(emitted(out), vec![(1, false)], "a partial prefill emits nothing");
+        assert_eq!(emitted(&out), vec![(1, false)], "a partial prefill emits nothing");
         let out = e.step(0.2).unwrap();
-        assert_eq!(emitted(out), vec![(1, false)]);
+        assert_eq!(emitted(&out), vec![(1, false)]);
         // 600 − 255 − 255 = 90 left: this chunk ends the prompt, so 2 samples its first token
         let out = e.step(0.3).unwrap();
         assert_eq!(out.batch_tokens, 91);
-        assert_eq!(emitted(out), vec![(1, false), (2, false)]);
+        assert_eq!(emitted(&out), vec![(1, false), (2, false)]);
     }
 
     #[test]
     fn preemption_frees_the_most_recent_and_recomputes_it() {
         // 3 blocks of 16: two sequences of 16-token prompts fill 2 blocks; growing needs more
         let mut e = small_engine(3, |c| c.max_num_seqs = 8);
-        e.watermark = 0;
-        e.submit(1, req(16, 20)).unwrap();
-        e.submit(2, req(16, 20)).unwrap();
+        e.core.limits.watermark = 0;
+        submit(&mut e, 1, req(16, 20)).unwrap();
+        submit(&mut e, 2, req(16, 20)).unwrap();
         e.step(0.0).unwrap(); // both prefilled: 2 blocks used
         let out = e.step(0.1).unwrap(); // 1 needs a 2nd block (ok: 3rd free); 2 then needs one too → preempted
         assert_eq!(out.preempted, vec![2]);
-        assert_eq!(emitted(out), vec![(1, false)]);
+        assert_eq!(emitted(&out), vec![(1, false)]);
         assert_eq!(e.stats().preemptions, 1);
         // run to completion: every token of both is delivered exactly once
         let mut got = std::collections::HashMap::<SeqId, u32>::new();
@@ -650,14 +599,14 @@ pub(crate) mod tests {
         }
         assert_eq!(got[&1], 20);
         assert_eq!(got[&2], 20);
-        assert_eq!(e.kv.free_count(), 3);
+        assert_eq!(e.core.kv.available(), 3);
     }
 
     #[test]
     fn max_num_seqs_caps_the_batch() {
         let mut e = small_engine(1000, |c| c.max_num_seqs = 2);
         for i in 0..5 {
-            e.submit(i, req(10, 5)).unwrap();
+            submit(&mut e, i, req(10, 5)).unwrap();
         }
         let out = e.step(0.0).unwrap();
         assert_eq!(out.batch_seqs, 2);
@@ -667,23 +616,23 @@ pub(crate) mod tests {
     #[test]
     fn rejections() {
         let mut e = small_engine(100, |c| c.max_waiting = 1);
-        assert!(matches!(e.submit(1, req(130_000, 2000)), Err(Reject::OverContext { .. })));
-        assert!(matches!(e.submit(1, req(4000, 1)), Err(Reject::OverBudget { .. })));
-        assert!(matches!(e.submit(1, req(1000, 1000)), Err(Reject::OverCapacity { .. })));
-        assert!(matches!(e.submit(1, req(0, 1)), Err(Reject::Empty)));
-        e.submit(1, req(10, 1)).unwrap();
-        assert!(matches!(e.submit(2, req(10, 1)), Err(Reject::QueueFull { limit: 1 })));
+        assert!(matches!(submit(&mut e, 1, req(130_000, 2000)), Err(Reject::OverContext { .. })));
+        assert!(matches!(submit(&mut e, 1, req(4000, 1)), Err(Reject::OverBudget { .. })));
+        assert!(matches!(submit(&mut e, 1, req(1000, 1000)), Err(Reject::OverCapacity { .. })));
+        assert!(matches!(submit(&mut e, 1, req(0, 1)), Err(Reject::Empty)));
+        submit(&mut e, 1, req(10, 1)).unwrap();
+        assert!(matches!(submit(&mut e, 2, req(10, 1)), Err(Reject::QueueFull { limit: 1 })));
         assert_eq!(e.stats().rejected, 5);
     }
 
     #[test]
     fn abort_frees_blocks() {
         let mut e = small_engine(100, |_| {});
-        e.submit(1, req(100, 50)).unwrap();
+        submit(&mut e, 1, req(100, 50)).unwrap();
         e.step(0.0).unwrap();
-        assert!(e.kv.free_count() < 100);
+        assert!(e.core.kv.available() < 100);
         e.abort(1);
-        assert_eq!(e.kv.free_count(), 100);
+        assert_eq!(e.core.kv.available(), 100);
         assert!(!e.has_work());
         e.abort(42); // unknown: ignored
     }
@@ -692,9 +641,28 @@ pub(crate) mod tests {
     fn fragmentation_is_the_last_partial_block() {
         // one sequence of 20 tokens in 16-token blocks: 32 slots hold 20 tokens
         let mut e = small_engine(100, |_| {});
-        e.submit(1, req(20, 100)).unwrap();
+        submit(&mut e, 1, req(20, 100)).unwrap();
         e.step(0.0).unwrap();
         let s = e.stats();
         assert!((s.mean_kv_fragmentation - 12.0 / 32.0).abs() < 1e-9, "{}", s.mean_kv_fragmentation);
+    }
+
+    #[test]
+    fn a_cached_prefix_is_not_computed_again() {
+        let mut e = small_engine(1000, |c| c.prefix_caching = true);
+        // a 1000-token shared prefix and 24 own tokens: 64 blocks of 16, 62 of them the prefix
+        let hashes = |own: u64| crate::kv::block_hashes(&[(7, 1000), (own, 24)], 16);
+        let r = |own| EngineRequest { prompt_tokens: 1024, output_tokens: 2, block_hashes: hashes(own) };
+        submit(&mut e, 1, r(1)).unwrap();
+        let first = e.step(0.0).unwrap();
+        assert_eq!(first.batch_tokens, 1024);
+        submit(&mut e, 2, r(2)).unwrap();
+        // blocks 0..62 (992 tokens) are the shared prefix; block 62 mixes prefix and own tokens
+        let second = e.step(0.1).unwrap();
+        assert_eq!(second.kind, Some(StepKind::Prefill));
+        assert_eq!(second.batch_tokens, 1024 - 62 * 16, "only the uncached tail is computed");
+        assert!(second.time.total_s < first.time.total_s / 2.0);
+        let c = e.stats().prefix_cache.unwrap();
+        assert_eq!((c.queried_blocks, c.hit_blocks), (63 + 63, 62));
     }
 }

@@ -1,9 +1,19 @@
-//! The paged KV cache allocator: fixed-size blocks, a free list, reference counts.
+//! The KV cache: a paged block pool, per-sequence block tables, and the KV manager that owns
+//! them (allocation, growth, freeing, and the prefix cache).
 //!
-//! A plain synchronous struct with O(1) allocate and free (a stack of free block ids). Blocks are
-//! reference-counted so that prefix caching can share a block between sequences: `share` takes
-//! another reference, `release` drops one and returns the block to the free list at zero.
-//! Per-sequence block tables ([`BlockTable`]) live with the sequences.
+//! - [`BlockPool`]: fixed-size blocks with a free list (a stack: O(1) allocate and free) and
+//!   reference counts (a prefix block can be shared by several sequences).
+//! - [`BlockTable`]: one sequence's blocks, in token order.
+//! - [`KvManager`]: what the scheduler talks to. It grows tables all-or-nothing, frees them, and,
+//!   with prefix caching on, keeps the full blocks it has seen by content hash: a block whose last
+//!   user left stays cached (evictable, least recently used first) until its space is needed, and
+//!   a new sequence whose leading block hashes are cached shares those blocks instead of
+//!   computing them again (vLLM's automatic prefix caching).
+//!
+//! Block hashes are chained, each over its parent's hash and its own content, so a hash stands
+//! for the whole prefix up to the end of its block ([`block_hashes`]).
+
+use std::collections::HashMap;
 
 /// A block's index in the pool.
 pub type BlockId = u32;
@@ -41,20 +51,32 @@ impl BlockPool {
         Some(b)
     }
 
-    /// Another reference to an allocated block (prefix sharing). O(1).
+    /// Another reference to a block: an allocated one (prefix sharing) or a kept one whose count
+    /// is zero ([`BlockPool::release_keep`]). O(1).
     pub fn share(&mut self, b: BlockId) {
-        debug_assert!(self.refs[b as usize] > 0, "sharing a free block");
         self.refs[b as usize] += 1;
     }
 
     /// Drops one reference; the block returns to the free list when none remain. O(1).
     pub fn release(&mut self, b: BlockId) {
+        if self.release_keep(b) {
+            self.free.push(b);
+        }
+    }
+
+    /// Drops one reference without freeing the block at zero (a cached block stays readable);
+    /// returns whether none remain. O(1).
+    pub fn release_keep(&mut self, b: BlockId) -> bool {
         let r = &mut self.refs[b as usize];
         assert!(*r > 0, "double free of block {b}");
         *r -= 1;
-        if *r == 0 {
-            self.free.push(b);
-        }
+        *r == 0
+    }
+
+    /// Returns a kept block with no references to the free list. O(1).
+    pub fn free_kept(&mut self, b: BlockId) {
+        debug_assert_eq!(self.refs[b as usize], 0);
+        self.free.push(b);
     }
 
     pub fn ref_count(&self, b: BlockId) -> u32 {
@@ -82,7 +104,8 @@ impl BlockTable {
         self.blocks.len() as u64 * block_size as u64
     }
 
-    /// Grows the table to hold `tokens` tokens. All-or-nothing: on failure nothing is taken.
+    /// Grows the table to hold `tokens` tokens from the pool's free list. All-or-nothing: on
+    /// failure nothing is taken.
     pub fn grow_to(&mut self, pool: &mut BlockPool, tokens: u64, block_size: u32) -> bool {
         let need = tokens.div_ceil(block_size as u64) as usize;
         if need <= self.blocks.len() {
@@ -106,11 +129,247 @@ impl BlockTable {
     }
 }
 
+/// The chained hashes of the full blocks of a token sequence described by its segments
+/// (`(content id, tokens)`: runs of tokens whose content is identified by the id). Block `i`'s
+/// hash covers its parent's hash and the (segment, offset, length) pieces it holds, so equal
+/// hashes mean equal prefixes up to the end of that block.
+pub fn block_hashes(segments: &[(u64, u32)], block_size: u32) -> Vec<u64> {
+    let bs = block_size.max(1);
+    let total: u64 = segments.iter().map(|s| s.1 as u64).sum();
+    let mut out = Vec::with_capacity((total / bs as u64) as usize);
+    let (mut parent, mut h, mut filled) = (0x6b76_6361_6368_6521u64, 0u64, 0u32);
+    for &(id, tokens) in segments {
+        let mut offset = 0u32;
+        while offset < tokens {
+            let take = (bs - filled).min(tokens - offset);
+            h = mix(&[h, id, offset as u64, take as u64]);
+            filled += take;
+            offset += take;
+            if filled == bs {
+                parent = mix(&[parent, h]);
+                out.push(parent);
+                (h, filled) = (0, 0);
+            }
+        }
+    }
+    out
+}
+
+/// A 64-bit mix of a few integers (splitmix64 over their sequence).
+fn mix(parts: &[u64]) -> u64 {
+    let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
+    for &p in parts {
+        h ^= p;
+        let mut z = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        h = z ^ (z >> 31);
+    }
+    h
+}
+
+/// No block in the evictable list.
+const NIL: u32 = u32::MAX;
+
+/// Prefix-cache counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheCounters {
+    /// Blocks looked up at admission (a request's cacheable prompt blocks).
+    pub queried_blocks: u64,
+    /// Of those, blocks found cached.
+    pub hit_blocks: u64,
+    /// Cached blocks evicted to make room.
+    pub evicted_blocks: u64,
+}
+
+/// The KV manager: the block pool, and the prefix cache when it is on.
+#[derive(Debug, Clone)]
+pub struct KvManager {
+    pool: BlockPool,
+    block_size: u32,
+    caching: bool,
+    /// hash → the cached block holding it.
+    by_hash: HashMap<u64, BlockId>,
+    /// block → the hash it is cached under.
+    hash_of: Vec<Option<u64>>,
+    /// Cached blocks nobody references, least recently used at the head (an intrusive list).
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    evictable: u32,
+    pub counters: CacheCounters,
+}
+
+impl KvManager {
+    pub fn new(blocks: u32, block_size: u32, prefix_caching: bool) -> Self {
+        let n = if prefix_caching { blocks as usize } else { 0 };
+        KvManager {
+            pool: BlockPool::new(blocks),
+            block_size,
+            caching: prefix_caching,
+            by_hash: HashMap::new(),
+            hash_of: vec![None; n],
+            prev: vec![NIL; n],
+            next: vec![NIL; n],
+            head: NIL,
+            tail: NIL,
+            evictable: 0,
+            counters: CacheCounters::default(),
+        }
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.pool.capacity()
+    }
+
+    pub fn prefix_caching(&self) -> bool {
+        self.caching
+    }
+
+    /// Blocks that can be handed out now: free ones and evictable cached ones.
+    pub fn available(&self) -> u32 {
+        self.pool.free_count() + self.evictable
+    }
+
+    /// Blocks referenced by running sequences.
+    pub fn used(&self) -> u32 {
+        self.capacity() - self.available()
+    }
+
+    /// Blocks holding cached content nobody references.
+    pub fn evictable(&self) -> u32 {
+        self.evictable
+    }
+
+    fn unlink(&mut self, b: BlockId) {
+        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        if p == NIL {
+            self.head = n
+        } else {
+            self.next[p as usize] = n
+        }
+        if n == NIL {
+            self.tail = p
+        } else {
+            self.prev[n as usize] = p
+        }
+        self.prev[b as usize] = NIL;
+        self.next[b as usize] = NIL;
+        self.evictable -= 1;
+    }
+
+    fn push_lru(&mut self, b: BlockId) {
+        self.prev[b as usize] = self.tail;
+        self.next[b as usize] = NIL;
+        if self.tail == NIL {
+            self.head = b
+        } else {
+            self.next[self.tail as usize] = b
+        }
+        self.tail = b;
+        self.evictable += 1;
+    }
+
+    /// One block for a sequence: a free one, else the least recently used cached one (its
+    /// content is dropped from the cache).
+    fn take(&mut self) -> Option<BlockId> {
+        if let Some(b) = self.pool.allocate() {
+            return Some(b);
+        }
+        let b = self.head;
+        if b == NIL {
+            return None;
+        }
+        self.unlink(b);
+        if let Some(h) = self.hash_of[b as usize].take() {
+            self.by_hash.remove(&h);
+        }
+        self.counters.evicted_blocks += 1;
+        self.pool.share(b); // 0 → 1: the caller's reference
+        Some(b)
+    }
+
+    /// Grows `table` to hold `tokens` tokens. All-or-nothing: on failure nothing is taken.
+    pub fn grow(&mut self, table: &mut BlockTable, tokens: u64) -> bool {
+        let need = tokens.div_ceil(self.block_size as u64) as usize;
+        if need <= table.blocks.len() {
+            return true;
+        }
+        let more = need - table.blocks.len();
+        if more as u32 > self.available() {
+            return false;
+        }
+        for _ in 0..more {
+            table.blocks.push(self.take().expect("checked available blocks"));
+        }
+        true
+    }
+
+    /// Releases every block of `table` (the sequence finished or was preempted). Cached blocks
+    /// nobody references any more stay cached, evictable.
+    pub fn free(&mut self, table: &mut BlockTable) {
+        for b in table.blocks.drain(..) {
+            if !self.caching {
+                self.pool.release(b);
+            } else if self.pool.release_keep(b) {
+                if self.hash_of[b as usize].is_some() {
+                    self.push_lru(b);
+                } else {
+                    self.pool.free_kept(b);
+                }
+            }
+        }
+    }
+
+    /// How many of `hashes`' leading blocks are cached (0 with caching off). Counts the query.
+    pub fn lookup(&mut self, hashes: &[u64]) -> usize {
+        if !self.caching {
+            return 0;
+        }
+        let hit = hashes.iter().take_while(|h| self.by_hash.contains_key(h)).count();
+        self.counters.queried_blocks += hashes.len() as u64;
+        self.counters.hit_blocks += hit as u64;
+        hit
+    }
+
+    /// Puts the cached blocks of `hashes[..n]` at the start of an empty `table` (one more
+    /// reference each). `n` must not exceed what [`KvManager::lookup`] found.
+    pub fn attach(&mut self, table: &mut BlockTable, hashes: &[u64]) {
+        debug_assert!(table.blocks.is_empty());
+        for h in hashes {
+            let b = self.by_hash[h];
+            if self.pool.ref_count(b) == 0 {
+                self.unlink(b);
+            }
+            self.pool.share(b);
+            table.blocks.push(b);
+        }
+    }
+
+    /// Caches the full blocks of `table` whose hashes are `hashes` (those already cached are
+    /// left as they are). Call it once their tokens are computed.
+    pub fn register(&mut self, table: &BlockTable, hashes: &[u64]) {
+        if !self.caching {
+            return;
+        }
+        for (&b, &h) in table.blocks.iter().zip(hashes) {
+            if self.hash_of[b as usize].is_none() && !self.by_hash.contains_key(&h) {
+                self.by_hash.insert(h, b);
+                self.hash_of[b as usize] = Some(h);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::HashMap;
 
     #[test]
     fn allocate_and_free() {
@@ -147,6 +406,66 @@ mod tests {
         assert_eq!((t.len(), p.free_count()), (2, 2));
         t.release_all(&mut p);
         assert_eq!(p.free_count(), 4);
+    }
+
+    #[test]
+    fn block_hashes_by_hand() {
+        // 40 tokens of segment 7 then 30 of segment 9, blocks of 16: four full blocks (64 tokens)
+        let a = block_hashes(&[(7, 40), (9, 30)], 16);
+        assert_eq!(a.len(), 4);
+        // the same prefix gives the same leading hashes; a different second segment diverges at
+        // the block where it starts (block 2 holds tokens 32..48: 8 of segment 7, 8 of 9)
+        let b = block_hashes(&[(7, 40), (8, 30)], 16);
+        assert_eq!(a[..2], b[..2]);
+        assert_ne!(a[2], b[2]);
+        // a hash stands for the whole prefix: the same block content after another prefix differs
+        let c = block_hashes(&[(1, 16), (7, 40)], 16);
+        assert_ne!(c[1], a[0]);
+        // splitting a segment into two with other ids is different content
+        assert_ne!(block_hashes(&[(7, 8), (7, 8)], 16), block_hashes(&[(7, 16)], 16));
+        assert!(block_hashes(&[(7, 15)], 16).is_empty());
+    }
+
+    #[test]
+    fn prefix_cache_shares_keeps_and_evicts() {
+        let mut kv = KvManager::new(4, 16, true);
+        let h = block_hashes(&[(1, 32)], 16);
+        // a first sequence computes two blocks and registers them
+        let mut t1 = BlockTable::default();
+        assert_eq!(kv.lookup(&h), 0);
+        assert!(kv.grow(&mut t1, 32));
+        kv.register(&t1, &h);
+        // a second one finds both cached and shares them
+        let mut t2 = BlockTable::default();
+        assert_eq!(kv.lookup(&h), 2);
+        kv.attach(&mut t2, &h);
+        assert_eq!(t2.blocks, t1.blocks);
+        assert_eq!((kv.available(), kv.used()), (2, 2));
+        kv.free(&mut t1);
+        kv.free(&mut t2);
+        // nobody uses them: cached, evictable, and available
+        assert_eq!((kv.available(), kv.evictable()), (4, 2));
+        assert_eq!(kv.lookup(&h), 2, "still cached");
+        // room for 4 blocks: the 2 free ones first, then the least recently used cached ones
+        let mut t3 = BlockTable::default();
+        assert!(kv.grow(&mut t3, 48));
+        assert_eq!(kv.evictable(), 1, "one cached block evicted");
+        assert_eq!(kv.counters.evicted_blocks, 1);
+        assert_eq!(kv.lookup(&h), 0, "the first block of the prefix is gone, so the chain misses");
+        kv.free(&mut t3);
+        assert_eq!(kv.available(), 4);
+        assert_eq!(kv.counters, CacheCounters { queried_blocks: 8, hit_blocks: 4, evicted_blocks: 1 });
+    }
+
+    #[test]
+    fn without_caching_nothing_is_kept() {
+        let mut kv = KvManager::new(2, 16, false);
+        let h = block_hashes(&[(1, 32)], 16);
+        let mut t = BlockTable::default();
+        assert!(kv.grow(&mut t, 32));
+        kv.register(&t, &h);
+        kv.free(&mut t);
+        assert_eq!((kv.available(), kv.evictable(), kv.lookup(&h)), (2, 0, 0));
     }
 
     #[derive(Debug, Clone)]
@@ -200,6 +519,39 @@ mod tests {
             }
             for (_, mut tb) in tables.drain() { tb.release_all(&mut pool); }
             prop_assert_eq!(pool.free_count(), cap);
+        }
+
+        /// With prefix caching, sequences sharing prefixes: used + available = capacity, a block
+        /// is referenced exactly by the tables holding it, and freeing everything makes every
+        /// block available again.
+        #[test]
+        fn cache_invariants(ops in proptest::collection::vec((0usize..6, 0u64..3, 1u64..80, any::<bool>()), 1..200), cap in 4u32..40) {
+            let mut kv = KvManager::new(cap, 16, true);
+            let mut tables: HashMap<usize, BlockTable> = HashMap::new();
+            for (s, prefix, len, finish) in ops {
+                if finish {
+                    if let Some(mut t) = tables.remove(&s) { kv.free(&mut t); }
+                    continue;
+                }
+                if tables.contains_key(&s) { continue; }
+                let h = block_hashes(&[(prefix, len as u32)], 16);
+                let hit = kv.lookup(&h);
+                let mut t = BlockTable::default();
+                kv.attach(&mut t, &h[..hit]);
+                if kv.grow(&mut t, len) {
+                    kv.register(&t, &h);
+                    tables.insert(s, t);
+                } else {
+                    kv.free(&mut t);
+                }
+                let mut refs: HashMap<BlockId, u32> = HashMap::new();
+                for t in tables.values() { for &b in &t.blocks { *refs.entry(b).or_default() += 1; } }
+                for (b, n) in &refs { prop_assert_eq!(kv.pool.ref_count(*b), *n); }
+                prop_assert_eq!(kv.used() as usize, refs.len());
+            }
+            for (_, mut t) in tables.drain() { kv.free(&mut t); }
+            prop_assert_eq!(kv.available(), cap);
+            prop_assert_eq!(kv.used(), 0);
         }
     }
 }

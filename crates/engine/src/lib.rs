@@ -3,8 +3,11 @@
 //! - [`catalog`]: GPUs and model architectures (data files read at start-up) and derived sizes;
 //! - [`config`]: an engine configuration, its validation and memory plan;
 //! - [`cost`]: the roofline step-time model;
-//! - [`kv`]: the paged KV block allocator;
-//! - [`engine`]: continuous batching (scheduler, preemption, statistics).
+//! - [`kv`]: the paged KV cache (block pool, block tables, the KV manager and its prefix cache);
+//! - [`sched`]: scheduling policies over the engine's queues;
+//! - [`engine`]: one replica: intake, iterations, statistics;
+//! - [`ServingEngine`]: what a driver sees of an engine (a replica today; a cluster of replicas or
+//!   prefill and decode pools can stand in the same place).
 //!
 //! Pure and synchronous: no async, no I/O beyond parsing given text, no wall clock. Two drivers
 //! run it: in real time behind an OpenAI-compatible HTTP server (`goodput-server`), and in
@@ -15,10 +18,45 @@ pub mod config;
 pub mod cost;
 pub mod engine;
 pub mod kv;
+pub mod sched;
 
 pub use catalog::{Catalog, Dtype, Gpu, ModelArch};
 pub use config::{Efficiency, EngineConfig, MemoryPlan};
-pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, SeqId, StepOut, output_length};
+pub use cost::{BatchShape, Roofline, StepCost, StepTime};
+pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, StepOut, output_length};
+pub use kv::block_hashes;
+
+/// The caller's id for a sequence (unique among live sequences).
+pub type SeqId = u64;
+
+/// What a driver sees of an engine: requests in, tokens out, and when to look again. Time is
+/// the driver's (seconds on any clock that only moves forward).
+///
+/// A driver's loop: at time `t`, [`complete`](ServingEngine::complete) (tokens of iterations that
+/// ended), deliver them, [`submit`](ServingEngine::submit) what arrived,
+/// [`start`](ServingEngine::start), then wait until [`next_event`](ServingEngine::next_event)
+/// or the next arrival.
+pub trait ServingEngine: Send {
+    /// Takes a request in at `now`. `id` must not be live already.
+    fn submit(&mut self, id: SeqId, r: EngineRequest, now: f64) -> Result<(), Reject>;
+    /// Drops a sequence (its client went away), freeing its blocks. Unknown ids are ignored.
+    fn abort(&mut self, id: SeqId);
+    /// Appends to `out` the tokens of every iteration that has ended by `now`.
+    fn complete(&mut self, now: f64, out: &mut Vec<Emit>);
+    /// Starts what can start at `now` (an idle engine with work begins an iteration).
+    fn start(&mut self, now: f64);
+    /// When something next happens without outside input (an iteration ends, a request's
+    /// intake finishes); `None` when nothing will.
+    fn next_event(&self) -> Option<f64>;
+    /// Anything taken in and not finished.
+    fn has_work(&self) -> bool;
+    /// The block size its prefix cache hashes requests at, when it reuses prefixes (requests
+    /// then carry [`EngineRequest::block_hashes`]).
+    fn prefix_block_size(&self) -> Option<u32>;
+    fn gauges(&self) -> Gauges;
+    /// Statistics so far (averages over busy time).
+    fn stats(&self) -> EngineStats;
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

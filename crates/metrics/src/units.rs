@@ -11,7 +11,9 @@ pub const MAX_SECONDS: f64 = 100.0 * 86_400.0;
 /// at most [`MAX_SECONDS`].
 pub fn seconds(s: &str, bare_unit_s: f64) -> Option<f64> {
     let t = s.trim();
-    let (n, mult) = if let Some(n) = t.strip_suffix("ms") {
+    let (n, mult) = if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
         (n, 0.001)
     } else if let Some(n) = t.strip_suffix('s') {
         (n, 1.0)
@@ -39,6 +41,8 @@ mod tests {
     #[test]
     fn units() {
         assert_eq!(seconds("250ms", 1.0), Some(0.25));
+        assert!((seconds("100us", 1.0).unwrap() - 1e-4).abs() < 1e-15);
+        assert!((seconds("0.5µs", 1.0).unwrap() - 5e-7).abs() < 1e-18);
         assert_eq!(seconds(" 2s ", 1.0), Some(2.0));
         assert_eq!(seconds("1.5m", 1.0), Some(90.0));
         assert_eq!(seconds("1h", 1.0), Some(3600.0));

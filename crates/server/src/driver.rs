@@ -1,17 +1,19 @@
 //! The real-time driver: the engine model on its own OS thread, paced by the wall clock.
 //!
-//! Each iteration starts at the previous one's deadline (absolute pacing: no drift) and its tokens
-//! are released at its end, after an OS sleep to just short of the deadline and a short spin
-//! (tokio's timer rounds up to a millisecond; an 8B model's iterations are a few ms). Commands
-//! (submit, abort) are served while the thread waits, so a request is accepted at once and joins
-//! the next iteration, as in a real engine.
+//! The thread drives the engine through [`ServingEngine`], as the simulator does in virtual time:
+//! it waits for the engine's next event (an iteration's end, a request's intake) with an OS sleep
+//! to just short of the deadline and a short spin (tokio's timer rounds up to a millisecond; an 8B
+//! model's iterations are a few ms), then releases the iteration's tokens and starts the next one
+//! at that deadline (absolute pacing: no drift). Commands (submit, abort) are served while the
+//! thread waits, so a request is taken in at once and joins the next iteration.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use goodput_engine::{Engine, EngineRequest, EngineStats, Gauges, Reject, SeqId};
+use goodput_engine::{Engine, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine};
+use goodput_pacing::{self as pacing, Woken};
 use tokio::sync::{mpsc, oneshot};
 
 /// What a request's stream receives from the engine.
@@ -25,6 +27,8 @@ enum Cmd {
     Submit {
         id: SeqId,
         req: EngineRequest,
+        /// When the request reached the server: its modelled intake starts there.
+        arrived: Instant,
         sink: mpsc::UnboundedSender<TokenEvent>,
         reply: oneshot::Sender<Result<(), Reject>>,
     },
@@ -57,15 +61,18 @@ impl EngineHandle {
         EngineHandle { tx, gauges, late_steps: late }
     }
 
-    /// Queues a sequence; its tokens arrive on the returned channel.
+    /// Queues a sequence that reached the server at `arrived` (the engine's modelled intake,
+    /// which stands for parsing and tokenizing it, starts then); its tokens arrive on the
+    /// returned channel.
     pub async fn submit(
         &self,
         id: SeqId,
         req: EngineRequest,
+        arrived: Instant,
     ) -> Result<mpsc::UnboundedReceiver<TokenEvent>, SubmitError> {
         let (sink, tokens) = mpsc::unbounded_channel();
         let (reply, answer) = oneshot::channel();
-        self.tx.send(Cmd::Submit { id, req, sink, reply }).map_err(|_| SubmitError::Stopped)?;
+        self.tx.send(Cmd::Submit { id, req, arrived, sink, reply }).map_err(|_| SubmitError::Stopped)?;
         match answer.await {
             Ok(Ok(())) => Ok(tokens),
             Ok(Err(r)) => Err(SubmitError::Rejected(r)),
@@ -100,120 +107,103 @@ pub enum SubmitError {
     Stopped,
 }
 
-/// How long before a deadline the thread stops sleeping and starts spinning.
-const SPIN: Duration = Duration::from_micros(100);
+/// An iteration that starts more than this late (the host was busy) starts when it can, and is
+/// counted; a smaller delay is absorbed (the next one starts at this one's deadline).
+const LATE: Duration = Duration::from_millis(5);
 
-/// Wake within microseconds of a timed wait's end (Linux timer slack is 50 µs by default).
-fn precise_timers() {
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
-    }
-}
+type Sinks = HashMap<SeqId, mpsc::UnboundedSender<TokenEvent>>;
 
 fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: Arc<std::sync::atomic::AtomicU64>) {
-    precise_timers();
+    pacing::precise_timers();
     let t0 = Instant::now();
-    let mut sinks: HashMap<SeqId, mpsc::UnboundedSender<TokenEvent>> = HashMap::new();
-    // the iteration in flight: its deadline and what it will deliver
-    let mut pending: Option<(Instant, Vec<goodput_engine::Emit>)> = None;
-    let handle =
-        |cmd: Cmd, engine: &mut Engine, sinks: &mut HashMap<SeqId, mpsc::UnboundedSender<TokenEvent>>| -> bool {
-            match cmd {
-                Cmd::Submit { id, req, sink, reply } => {
-                    let r = engine.submit(id, req);
-                    if r.is_ok() {
-                        sinks.insert(id, sink);
-                    }
-                    let _ = reply.send(r);
+    let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+    let mut sinks: Sinks = HashMap::new();
+    let mut emits = Vec::new();
+    // serves one command at `now`; false: stop
+    let handle = |cmd: Cmd, engine: &mut Engine, sinks: &mut Sinks, now: f64| -> bool {
+        match cmd {
+            Cmd::Submit { id, req, arrived, sink, reply } => {
+                let r = engine.submit(id, req, secs(arrived).min(now));
+                if r.is_ok() {
+                    sinks.insert(id, sink);
+                    engine.start(now);
                 }
-                Cmd::Abort(id) => {
-                    engine.abort(id);
-                    sinks.remove(&id);
-                }
-                Cmd::Stats(tx) => {
-                    let _ = tx.send(engine.stats());
-                }
-                Cmd::Stop => return false,
+                let _ = reply.send(r);
             }
-            true
-        };
+            Cmd::Abort(id) => {
+                engine.abort(id);
+                sinks.remove(&id);
+            }
+            Cmd::Stats(tx) => {
+                let _ = tx.send(engine.stats());
+            }
+            Cmd::Stop => return false,
+        }
+        true
+    };
     loop {
-        match &pending {
-            None => {
-                // idle: wait for work
-                match rx.recv() {
-                    Ok(cmd) => {
-                        if !handle(cmd, &mut engine, &mut sinks) {
-                            return;
-                        }
-                    }
-                    Err(_) => return,
-                }
-                while let Ok(cmd) = rx.try_recv() {
-                    if !handle(cmd, &mut engine, &mut sinks) {
-                        return;
-                    }
-                }
-                if engine.has_work() {
-                    pending = start_step(&mut engine, Instant::now(), t0);
+        // wait for the next event of the engine, serving commands meanwhile
+        let event_s = engine.next_event();
+        let event = event_s.map(|t| t0 + goodput_metrics::units::duration(t));
+        let cmd = match event {
+            None => match rx.recv() {
+                Ok(c) => Some(c),
+                Err(_) => return,
+            },
+            Some(at) => {
+                let woken = pacing::wait_until(at, |left| match rx.recv_timeout(left) {
+                    Err(RecvTimeoutError::Timeout) => None,
+                    other => Some(other),
+                });
+                match woken {
+                    Woken::Early(Ok(c)) => Some(c),
+                    Woken::Early(Err(_)) => return,
+                    Woken::Due => None,
                 }
             }
-            Some((deadline, _)) => {
-                let deadline = *deadline;
-                let now = Instant::now();
-                if now + SPIN < deadline {
-                    match rx.recv_timeout(deadline - SPIN - now) {
-                        Ok(cmd) => {
-                            if !handle(cmd, &mut engine, &mut sinks) {
-                                return;
-                            }
-                            continue;
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => return,
-                    }
+        };
+        if let Some(cmd) = cmd {
+            if !handle(cmd, &mut engine, &mut sinks, secs(Instant::now())) {
+                return;
+            }
+            while let Ok(cmd) = rx.try_recv() {
+                if !handle(cmd, &mut engine, &mut sinks, secs(Instant::now())) {
+                    return;
                 }
-                while Instant::now() < deadline {
-                    std::hint::spin_loop();
-                }
-                let (at, emits) = pending.take().expect("pending step");
-                for e in emits {
-                    let gone = sinks
-                        .get(&e.seq)
-                        .is_some_and(|s| s.send(TokenEvent::Tokens { n: e.tokens, at, finished: e.finished }).is_err());
-                    if gone && !e.finished {
-                        // the client left before its abort could arrive (e.g. while submitting)
-                        engine.abort(e.seq);
-                    }
-                    if e.finished || gone {
-                        sinks.remove(&e.seq);
-                    }
-                }
-                while let Ok(cmd) = rx.try_recv() {
-                    if !handle(cmd, &mut engine, &mut sinks) {
-                        return;
-                    }
-                }
-                *gauges.lock().expect("gauges") = engine.gauges();
-                if engine.has_work() {
-                    // the next iteration starts at this one's deadline, unless the host fell behind
-                    let now = Instant::now();
-                    let start = if now.duration_since(at) > Duration::from_millis(5) {
-                        late.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        now
-                    } else {
-                        at
-                    };
-                    pending = start_step(&mut engine, start, t0);
-                }
+            }
+            continue;
+        }
+        // the event is due: an iteration ends (its tokens go out) and the next one starts at its
+        // deadline, unless the host fell behind
+        // (on the engine's own clock value, not one rounded through an Instant)
+        let (at, at_s) = (event.expect("a due event"), event_s.expect("a due event"));
+        let now = Instant::now();
+        let t = if now.duration_since(at) > LATE {
+            late.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            secs(now)
+        } else {
+            at_s
+        };
+        emits.clear();
+        engine.complete(t, &mut emits);
+        for e in &emits {
+            let gone = sinks
+                .get(&e.seq)
+                .is_some_and(|s| s.send(TokenEvent::Tokens { n: e.tokens, at, finished: e.finished }).is_err());
+            if gone && !e.finished {
+                // the client left before its abort could arrive (e.g. while submitting)
+                engine.abort(e.seq);
+            }
+            if e.finished || gone {
+                sinks.remove(&e.seq);
             }
         }
+        while let Ok(cmd) = rx.try_recv() {
+            if !handle(cmd, &mut engine, &mut sinks, t) {
+                return;
+            }
+        }
+        engine.start(t);
+        *gauges.lock().expect("gauges") = engine.gauges();
     }
-}
-
-fn start_step(engine: &mut Engine, start: Instant, t0: Instant) -> Option<(Instant, Vec<goodput_engine::Emit>)> {
-    let out = engine.step(start.duration_since(t0).as_secs_f64())?;
-    let deadline = start + goodput_metrics::units::duration(out.time.total_s);
-    Some((deadline, out.emitted.clone()))
 }

@@ -356,8 +356,12 @@ async fn generate(s: AppState, endpoint: Endpoint, req: Request) -> Result<Respo
     let rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let max_tokens = max_tokens.min(u32::MAX as u64);
     let output = output_length(seed, r.min_tokens, max_tokens as u32, r.ignore_eos);
-    let ereq = EngineRequest { prompt_tokens: prompt.min(u32::MAX as u64) as u32, output_tokens: output };
-    let rx = match m.engine.submit(id, ereq).await {
+    let ereq = EngineRequest {
+        prompt_tokens: prompt.min(u32::MAX as u64) as u32,
+        output_tokens: output,
+        block_hashes: Vec::new(),
+    };
+    let rx = match m.engine.submit(id, ereq, arrived).await {
         Ok(rx) => rx,
         Err(driver::SubmitError::Rejected(Reject::QueueFull { limit })) => {
             return Err(ApiError::overloaded(format!(

@@ -11,7 +11,7 @@
 
 pub mod calibration;
 
-use goodput_engine::{Engine, EngineRequest, EngineStats, output_length};
+use goodput_engine::{Emit, EngineRequest, EngineStats, ServingEngine, block_hashes, output_length};
 use goodput_metrics::{ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, Workload};
 use serde::Serialize;
@@ -52,84 +52,119 @@ impl SimOutcome {
 const REJECT_RTT_S: f64 = 1e-3;
 
 /// Runs the workload to completion (or its limits) in virtual time.
-pub fn simulate(engine: &mut Engine, cfg: &SimConfig, workload: Workload) -> SimOutcome {
-    let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
-    let mut m = LoadMachine::new(&cfg.load, bounds, cfg.seed, Box::new(workload), false);
-    let mut records: Vec<RequestRecord> = Vec::new();
-    let mut t = 0.0f64;
-    loop {
-        // send everything due now
-        let next_at = loop {
-            match m.next(t) {
-                Next::Send(r) => send(engine, &mut m, &mut records, *r, cfg.ignore_eos),
-                Next::Wait(at) => break Some(at),
-                Next::Idle => break None,
-                Next::Done(stop) => return SimOutcome { records, stats: engine.stats(), end_s: t, stop },
-            }
-        };
-        if engine.has_work() {
-            let Some(out) = engine.step(t) else { break };
-            let end = t + out.time.total_s;
-            for e in &out.emitted {
-                let r = &mut records[e.seq as usize];
-                r.event_ms.push(end * 1e3);
-                r.event_tokens.push(e.tokens);
-                if e.finished {
-                    let n: u64 = r.event_tokens.iter().map(|&k| k as u64).sum();
-                    r.end_ms = Some(end * 1e3);
-                    r.output_tokens = Some(n);
-                    r.output_tokens_source = Some(TokenSource::Server);
-                    r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
-                    m.finished(e.seq, end, Finished { ok: true, output_tokens: n, reply: String::new() });
-                }
-            }
-            t = end;
-        } else {
-            match next_at {
-                Some(at) => t = t.max(at),
-                // requests in flight but none in the engine: cannot happen (every submitted
-                // request is in the engine until it finishes)
-                None => break,
-            }
-        }
-    }
-    let stop = m.stopped().unwrap_or_default();
-    SimOutcome { records, stats: engine.stats(), end_s: t, stop }
+pub fn simulate(engine: &mut dyn ServingEngine, cfg: &SimConfig, workload: Workload) -> SimOutcome {
+    Sim::new(cfg, workload).run(engine)
 }
 
-/// Submits request `r` to the engine at its due time (or, when it waited for a concurrency
-/// slot, when the slot freed).
-fn send(engine: &mut Engine, m: &mut LoadMachine, records: &mut Vec<RequestRecord>, r: Request, ignore_eos: bool) {
-    let sent = r.scheduled_s + r.cap_wait_s;
-    let mut rec = RequestRecord {
-        sent_ms: Some(sent * 1e3),
-        input_tokens: Some(r.input_tokens),
-        input_tokens_source: Some(TokenSource::Server),
-        event_tokens_source: Some(TokenSource::Server),
-        ..r.record()
-    };
-    debug_assert_eq!(records.len() as u64, r.id, "ids are dense, in send order");
-    let req = EngineRequest {
-        prompt_tokens: r.input_tokens.min(u32::MAX as u64) as u32,
-        output_tokens: output_length(r.seed, 1, r.max_tokens, ignore_eos),
-    };
-    match engine.submit(r.id, req) {
-        Ok(()) => records.push(rec),
-        Err(reject) => {
-            rec.end_ms = rec.sent_ms;
-            rec.output_tokens = Some(0);
-            rec.output_tokens_source = Some(TokenSource::Server);
-            rec.error = Some(RequestError { class: ErrorClass::Rejected, message: reject.to_string(), status: None });
-            records.push(rec);
-            m.finished(r.id, sent + REJECT_RTT_S, Finished::default());
+/// The driver's state: the load machine and the records being built.
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    machine: LoadMachine,
+    records: Vec<RequestRecord>,
+    emits: Vec<Emit>,
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a SimConfig, workload: Workload) -> Self {
+        let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
+        let machine = LoadMachine::new(&cfg.load, bounds, cfg.seed, Box::new(workload), false);
+        Sim { cfg, machine, records: Vec::new(), emits: Vec::new() }
+    }
+
+    fn run(mut self, engine: &mut dyn ServingEngine) -> SimOutcome {
+        let mut t = 0.0f64;
+        loop {
+            // tokens of iterations that ended by now, then everything due now, then the next
+            // iteration (a request due now joins it)
+            self.emits.clear();
+            engine.complete(t, &mut self.emits);
+            for i in 0..self.emits.len() {
+                let e = self.emits[i];
+                self.deliver(e, t);
+            }
+            let wait = loop {
+                match self.machine.next(t) {
+                    Next::Send(r) => self.send(engine, *r),
+                    Next::Wait(at) => break Some(at),
+                    Next::Idle => break None,
+                    Next::Done(stop) => {
+                        return SimOutcome { records: self.records, stats: engine.stats(), end_s: t, stop };
+                    }
+                }
+            };
+            engine.start(t);
+            t = match (engine.next_event(), wait) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                // requests in flight but nothing will happen: cannot happen (a submitted request
+                // stays in the engine until it finishes)
+                (None, None) => break,
+            }
+            .max(t);
+        }
+        let stop = self.machine.stopped().unwrap_or_default();
+        SimOutcome { records: self.records, stats: engine.stats(), end_s: t, stop }
+    }
+
+    fn deliver(&mut self, e: Emit, t: f64) {
+        let r = &mut self.records[e.seq as usize];
+        r.event_ms.push(t * 1e3);
+        r.event_tokens.push(e.tokens);
+        if e.finished {
+            let n: u64 = r.event_tokens.iter().map(|&k| k as u64).sum();
+            r.end_ms = Some(t * 1e3);
+            r.output_tokens = Some(n);
+            r.output_tokens_source = Some(TokenSource::Server);
+            r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
+            self.machine.finished(e.seq, t, Finished { ok: true, output_tokens: n, reply: String::new() });
         }
     }
+
+    /// Submits request `r` to the engine at its due time (or, when it waited for a concurrency
+    /// slot, when the slot freed).
+    fn send(&mut self, engine: &mut dyn ServingEngine, r: Request) {
+        let sent = r.scheduled_s + r.cap_wait_s;
+        let mut rec = RequestRecord {
+            sent_ms: Some(sent * 1e3),
+            input_tokens: Some(r.input_tokens),
+            input_tokens_source: Some(TokenSource::Server),
+            event_tokens_source: Some(TokenSource::Server),
+            ..r.record()
+        };
+        debug_assert_eq!(self.records.len() as u64, r.id, "ids are dense, in send order");
+        let output = output_length(r.seed, 1, r.max_tokens, self.cfg.ignore_eos);
+        let req = EngineRequest {
+            prompt_tokens: r.input_tokens.min(u32::MAX as u64) as u32,
+            output_tokens: output,
+            block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
+        };
+        match engine.submit(r.id, req, sent) {
+            Ok(()) => self.records.push(rec),
+            Err(reject) => {
+                rec.end_ms = rec.sent_ms;
+                rec.output_tokens = Some(0);
+                rec.output_tokens_source = Some(TokenSource::Server);
+                rec.error =
+                    Some(RequestError { class: ErrorClass::Rejected, message: reject.to_string(), status: None });
+                self.records.push(rec);
+                self.machine.finished(r.id, sent + REJECT_RTT_S, Finished::default());
+            }
+        }
+    }
+}
+
+/// The request's block hashes at the engine's block size: its prompt's segments, then its reply
+/// (whose content id the next turn of its session will repeat).
+fn hashes(r: &Request, output: u32, block_size: u32) -> Vec<u64> {
+    let mut segs: Vec<(u64, u32)> = r.segments.iter().map(|s| (s.id, s.tokens)).collect();
+    segs.push((r.reply_segment, output));
+    block_hashes(&segs, block_size)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_engine::{Catalog, EngineConfig};
+    use goodput_engine::{Catalog, Engine, EngineConfig};
     use goodput_metrics::{SummaryOptions, summarize};
     use goodput_workload::{Arrivals, LengthDist, WorkloadSpec};
 
@@ -185,7 +220,9 @@ mod tests {
         b.add_prefill(512, 0);
         b.sampled = 1;
         let prefill = e.cost().time(&b).total_s * 1e3;
-        assert!((r.event_ms[0] - prefill).abs() < 1e-9);
+        // intake: 100 µs + 0.2 µs per prompt token
+        let intake = (100e-6 + 512.0 * 0.2e-6) * 1e3;
+        assert!((r.event_ms[0] - intake - prefill).abs() < 1e-9);
         let mut d = goodput_engine::cost::BatchShape::default();
         d.add_decode(513);
         let decode = e.cost().time(&d).total_s * 1e3;

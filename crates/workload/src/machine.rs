@@ -78,6 +78,8 @@ pub struct Request {
     pub segments: Vec<Segment>,
     /// The session has more turns: its reply is needed to compose the next prompt.
     pub more_turns: bool,
+    /// The content id the reply will have in the session's later prompts.
+    pub reply_segment: u64,
     /// The conversation's messages (empty when the machine keeps no text).
     pub messages: Vec<Message>,
 }
@@ -420,6 +422,7 @@ impl LoadMachine {
             seed: seed::request_seed(self.seed, session, a.turn as u32),
             segments: a.conv.segments.clone(),
             more_turns: a.turn + 1 < a.spec.turns.len(),
+            reply_segment: Conversation::reply_segment(session, a.turn as u32),
             messages: a.conv.messages.clone(),
         }
     }

@@ -145,9 +145,14 @@ impl Conversation {
         }
         self.tokens += tokens;
         if tokens > 0 {
-            let id = seed::mix(&[self.session, turn as u64, 2]);
+            let id = Self::reply_segment(self.session, turn);
             self.segments.push(Segment { id, tokens: tokens.min(u32::MAX as u64) as u32 });
         }
+    }
+
+    /// The content id of session `session`'s reply to turn `turn`.
+    pub fn reply_segment(session: u64, turn: u32) -> u64 {
+        seed::mix(&[session, turn as u64, 2])
     }
 
     /// The conversation as one text, for the completions API: messages concatenated in order.

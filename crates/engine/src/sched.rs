@@ -1,0 +1,325 @@
+//! Scheduling: which sequences run in the next iteration, and how many tokens each computes.
+//!
+//! The engine keeps its sequences, queues and KV manager in a [`Core`]; a [`Policy`] plans each
+//! iteration by calling the core's building blocks (admit the head of the queue, schedule the
+//! running sequences, preempt). [`ContinuousBatching`] is vLLM's iteration-level policy, with or
+//! without chunked prefill; other policies (static batching, decode-first) plug in the same way.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::SeqId;
+use crate::cost::BatchShape;
+use crate::kv::{BlockTable, KvManager};
+
+/// One sequence in the engine.
+#[derive(Debug)]
+pub struct Seq {
+    pub id: SeqId,
+    pub prompt: u64,
+    /// Tokens to generate before it stops.
+    pub target: u32,
+    pub generated: u32,
+    /// Tokens whose KV is in the cache.
+    pub computed: u64,
+    pub table: BlockTable,
+    /// Hashes of the sequence's full blocks (prompt, then output), for the prefix cache.
+    pub hashes: Vec<u64>,
+    /// Leading blocks already registered in the prefix cache.
+    pub registered: usize,
+}
+
+impl Seq {
+    /// Tokens known so far: the prompt and every generated token.
+    pub fn known(&self) -> u64 {
+        self.prompt + self.generated as u64
+    }
+    /// Tokens to compute before the next token can be sampled.
+    pub fn pending(&self) -> u64 {
+        self.known() - self.computed
+    }
+    /// Whether the next iteration for it is a one-token decode.
+    pub fn decoding(&self) -> bool {
+        self.pending() == 1 && self.computed > 0
+    }
+}
+
+/// Limits a policy schedules within.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_num_seqs: u32,
+    pub max_batched_tokens: u32,
+    /// Blocks kept free at admission (vLLM's watermark), so running sequences can grow.
+    pub watermark: u32,
+}
+
+/// Sequences, queues and the KV cache: what a policy plans over.
+pub struct Core {
+    pub kv: KvManager,
+    pub limits: Limits,
+    slots: Vec<Option<Seq>>,
+    free_slots: Vec<usize>,
+    index: HashMap<SeqId, usize>,
+    /// FCFS queue of admitted-but-not-running sequences (preempted ones return to its head).
+    pub waiting: VecDeque<usize>,
+    /// Running sequences in admission order.
+    pub running: Vec<usize>,
+    /// The iteration being planned: (slot, tokens it computes).
+    pub batch: Vec<(usize, u64)>,
+    pub shape: BatchShape,
+    /// Sequences preempted while planning this iteration.
+    pub preempted: Vec<SeqId>,
+    pub preemptions: u64,
+}
+
+impl Core {
+    pub fn new(kv: KvManager, limits: Limits) -> Self {
+        Core {
+            kv,
+            limits,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            index: HashMap::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            batch: Vec::new(),
+            shape: BatchShape::default(),
+            preempted: Vec::new(),
+            preemptions: 0,
+        }
+    }
+
+    pub fn seq(&self, slot: usize) -> &Seq {
+        self.slots[slot].as_ref().expect("live slot")
+    }
+
+    pub fn seq_mut(&mut self, slot: usize) -> &mut Seq {
+        self.slots[slot].as_mut().expect("live slot")
+    }
+
+    pub fn slot_of(&self, id: SeqId) -> Option<usize> {
+        self.index.get(&id).copied()
+    }
+
+    pub fn is_live(&self, id: SeqId) -> bool {
+        self.index.contains_key(&id)
+    }
+
+    /// Stores a new sequence; returns its slot (not queued yet).
+    pub fn insert(&mut self, seq: Seq) -> usize {
+        let id = seq.id;
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s] = Some(seq);
+                s
+            }
+            None => {
+                self.slots.push(Some(seq));
+                self.slots.len() - 1
+            }
+        };
+        self.index.insert(id, slot);
+        slot
+    }
+
+    /// Removes a sequence (finished or aborted) and frees its blocks. It must already be out of
+    /// the queues.
+    pub fn remove(&mut self, slot: usize) {
+        if let Some(mut seq) = self.slots[slot].take() {
+            self.kv.free(&mut seq.table);
+            self.index.remove(&seq.id);
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// Takes sequences that left (finished) out of the running list.
+    pub fn drop_removed_from_running(&mut self) {
+        let slots = &self.slots;
+        self.running.retain(|&s| slots[s].is_some());
+    }
+
+    /// Registers in the prefix cache the blocks of `slot` that its computed tokens now fill.
+    pub fn register_computed_blocks(&mut self, slot: usize) {
+        let bs = self.kv.block_size() as u64;
+        let seq = self.slots[slot].as_mut().expect("live slot");
+        let full = ((seq.computed / bs) as usize).min(seq.hashes.len());
+        if full > seq.registered {
+            self.kv.register(&seq.table, &seq.hashes[..full]);
+            seq.registered = full;
+        }
+    }
+
+    /// Tokens stored in the KV cache by running sequences.
+    pub fn stored_tokens(&self) -> u64 {
+        self.running.iter().map(|&s| self.slots[s].as_ref().map_or(0, |q| q.computed)).sum()
+    }
+
+    /// Frees a running sequence's blocks and puts it back at the head of the queue (it will
+    /// recompute its prompt and the tokens generated so far; cached blocks may spare some).
+    pub fn preempt(&mut self, slot: usize) {
+        self.running.retain(|&s| s != slot);
+        let seq = self.slots[slot].as_mut().expect("live slot");
+        self.kv.free(&mut seq.table);
+        seq.computed = 0;
+        seq.registered = 0;
+        self.preempted.push(seq.id);
+        self.waiting.push_front(slot);
+        self.preemptions += 1;
+    }
+
+    /// Makes room for `slot` to hold `tokens` tokens, preempting the most recently admitted
+    /// running sequences as needed. Returns false if `slot` itself had to be preempted.
+    pub fn reserve(&mut self, slot: usize, tokens: u64) -> bool {
+        loop {
+            let seq = self.slots[slot].as_mut().expect("live slot");
+            if self.kv.grow(&mut seq.table, tokens) {
+                return true;
+            }
+            let victim = *self.running.last().expect("a sequence that needs blocks is running");
+            self.preempt(victim);
+            if victim == slot {
+                return false;
+            }
+        }
+    }
+
+    /// Looks up the head-of-queue sequence's cached prefix (first admission only) and attaches
+    /// it: those tokens need no computing.
+    fn attach_cached_prefix(&mut self, slot: usize) {
+        let bs = self.kv.block_size() as u64;
+        let seq = self.slots[slot].as_mut().expect("live slot");
+        if seq.computed > 0 || !seq.table.is_empty() || !self.kv.prefix_caching() {
+            return;
+        }
+        // at least the last prompt token is computed, to sample from
+        let cacheable = (((seq.known() - 1) / bs) as usize).min(seq.hashes.len());
+        let hit = self.kv.lookup(&seq.hashes[..cacheable]);
+        self.kv.attach(&mut seq.table, &seq.hashes[..hit]);
+        seq.computed = hit as u64 * bs;
+        seq.registered = hit;
+    }
+
+    /// Admits the head of the waiting queue into the batch if slots, `budget` and KV blocks (above
+    /// the watermark) allow; it computes `min(pending, budget)` tokens when `chunk`, else all of
+    /// them. Returns whether it was admitted.
+    pub fn admit_head(&mut self, budget: &mut u64, chunk: bool) -> bool {
+        let Some(&slot) = self.waiting.front() else { return false };
+        if self.running.len() >= self.limits.max_num_seqs as usize || *budget == 0 {
+            return false;
+        }
+        self.attach_cached_prefix(slot);
+        let (pending, computed, held) = {
+            let s = self.seq(slot);
+            (s.pending(), s.computed, s.table.len() as u32)
+        };
+        let tokens = if chunk { pending.min(*budget) } else { pending };
+        if tokens > *budget {
+            return false;
+        }
+        let need = ((computed + tokens).div_ceil(self.kv.block_size() as u64) as u32).saturating_sub(held);
+        if self.kv.available() < need + self.limits.watermark {
+            return false;
+        }
+        let ok = {
+            let seq = self.slots[slot].as_mut().expect("live slot");
+            self.kv.grow(&mut seq.table, computed + tokens)
+        };
+        debug_assert!(ok);
+        self.waiting.pop_front();
+        self.running.push(slot);
+        self.batch.push((slot, tokens));
+        self.shape.add_prefill(tokens, computed);
+        *budget -= tokens;
+        true
+    }
+
+    /// Admits the head alone, ignoring the watermark: when nothing else can run (every running
+    /// sequence was preempted), this keeps the engine moving.
+    pub fn force_admit_head(&mut self, chunk: bool) {
+        let Some(&slot) = self.waiting.front() else { return };
+        self.attach_cached_prefix(slot);
+        let max = self.limits.max_batched_tokens as u64;
+        let (pending, computed) = (self.seq(slot).pending(), self.seq(slot).computed);
+        let tokens = if chunk { pending.min(max) } else { pending };
+        let ok = {
+            let seq = self.slots[slot].as_mut().expect("live slot");
+            self.kv.grow(&mut seq.table, computed + tokens)
+        };
+        if ok {
+            self.waiting.pop_front();
+            self.running.push(slot);
+            self.batch.push((slot, tokens));
+            self.shape.add_prefill(tokens, computed);
+        }
+    }
+
+    /// Schedules the running sequences in admission order: a decode takes one token, an
+    /// unfinished prefill (chunked) what the budget leaves. A sequence that needs a block when
+    /// none is free preempts the most recently admitted ones.
+    pub fn schedule_running(&mut self, budget: &mut u64) {
+        let mut i = 0;
+        while i < self.running.len() {
+            let slot = self.running[i];
+            let (pending, computed, decoding) = {
+                let s = self.seq(slot);
+                (s.pending(), s.computed, s.decoding())
+            };
+            let tokens = pending.min(*budget);
+            if tokens == 0 {
+                break;
+            }
+            if !self.reserve(slot, computed + tokens) {
+                continue; // preempted itself; `running` shrank, `i` now points past the end
+            }
+            self.batch.push((slot, tokens));
+            if decoding {
+                self.shape.add_decode(computed + 1);
+            } else {
+                self.shape.add_prefill(tokens, computed);
+            }
+            *budget -= tokens;
+            i += 1;
+        }
+        // a preemption may have removed sequences already batched: drop them from the batch
+        if !self.preempted.is_empty() {
+            let running = &self.running;
+            self.batch.retain(|(s, _)| running.contains(s));
+        }
+    }
+}
+
+/// Plans iterations.
+pub trait Policy: Send {
+    /// Fills `core.batch` and `core.shape` for the next iteration (both start empty).
+    fn plan(&mut self, core: &mut Core);
+    /// Whether prompts are split into chunks that share iterations with decodes.
+    fn chunked(&self) -> bool;
+}
+
+/// vLLM's iteration-level continuous batching. Without chunking (V0's default policy): when
+/// waiting sequences fit, the iteration is a prefill of them, ahead of the running decodes;
+/// otherwise every running sequence decodes one token. With chunking: running sequences first
+/// (decodes, then unfinished prefill chunks), then admissions, all within the token budget.
+#[derive(Clone, Copy, Debug)]
+pub struct ContinuousBatching {
+    pub chunked: bool,
+}
+
+impl Policy for ContinuousBatching {
+    fn plan(&mut self, core: &mut Core) {
+        let mut budget = core.limits.max_batched_tokens as u64;
+        if self.chunked {
+            core.schedule_running(&mut budget);
+            while core.admit_head(&mut budget, true) {}
+        } else {
+            while core.admit_head(&mut budget, false) {}
+            if core.batch.is_empty() {
+                let mut unlimited = u64::MAX;
+                core.schedule_running(&mut unlimited);
+            }
+        }
+    }
+
+    fn chunked(&self) -> bool {
+        self.chunked
+    }
+}
