@@ -3,8 +3,28 @@
 
 use std::path::PathBuf;
 
-use crate::plan::Profile;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use goodput_metrics::PercentileMethod;
+use goodput_results::Api;
+use goodput_workload::Profile;
+
+/// `--profile`: the names of `Profile::ALL`, each with its help.
+fn profile_parser() -> impl TypedValueParser<Value = Profile> {
+    PossibleValuesParser::new(Profile::ALL.iter().map(|(_, name, help)| PossibleValue::new(*name).help(*help)))
+        .map(|s| s.parse::<Profile>().expect("a listed profile"))
+}
+
+/// `--percentiles`: linear or nearest-rank.
+fn percentile_parser() -> impl TypedValueParser<Value = PercentileMethod> {
+    PossibleValuesParser::new(PercentileMethod::ALL.iter().map(|(_, name, help)| PossibleValue::new(*name).help(*help)))
+        .map(|s| s.parse::<PercentileMethod>().expect("a listed method"))
+}
+
+/// `--api`: completions or chat.
+fn api_parser() -> impl TypedValueParser<Value = Api> {
+    PossibleValuesParser::new(Api::NAMES).map(|s| s.parse::<Api>().expect("a listed API"))
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -21,12 +41,16 @@ pub struct Cli {
 pub enum Command {
     /// Drive load at an OpenAI-compatible streaming endpoint and measure every token
     /// (without --url: the embedded engine model, started on a loopback port).
+    #[command(allow_negative_numbers = true)]
     Bench(BenchArgs),
     /// Serve the engine model over an OpenAI-compatible HTTP API, in real time.
+    #[command(allow_negative_numbers = true)]
     Serve(ServeArgs),
     /// Predict a run in virtual time with the engine model (same workload and load flags as bench).
+    #[command(allow_negative_numbers = true)]
     Sim(SimArgs),
     /// Find the highest Poisson rate at which SLO attainment stays at or above a target.
+    #[command(allow_negative_numbers = true)]
     Capacity(CapacityArgs),
 }
 
@@ -150,6 +174,9 @@ pub struct SimArgs {
     /// Let requests stop before max_tokens (lengths drawn uniformly from 1..=max_tokens).
     #[arg(long)]
     pub no_ignore_eos: bool,
+    /// (bench only: a simulation has no HTTP API; refused with a message)
+    #[arg(long, hide = true, value_name = "API")]
+    pub api: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
@@ -169,8 +196,8 @@ pub struct BenchArgs {
     pub url: Option<String>,
 
     /// Which endpoint to call.
-    #[arg(long, value_enum, default_value_t = ApiArg::Completions)]
-    pub api: ApiArg,
+    #[arg(long, value_parser = api_parser(), default_value = "completions")]
+    pub api: Api,
 
     /// With --url: the model name to request (default: the first id from GET /v1/models).
     /// Without: the catalog model the embedded engine serves (default llama-3.1-8b).
@@ -218,18 +245,12 @@ pub struct BenchArgs {
     pub output: OutputArgs,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ApiArg {
-    Completions,
-    Chat,
-}
-
 /// How much load, for how long.
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
     /// Load profile (default: concurrent with --concurrency, poisson with --rate, throughput with
     /// --rate inf, else concurrent 16 users).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = profile_parser())]
     pub profile: Option<Profile>,
 
     /// Users for `concurrent` (closed loop: each sends its next request when the previous ends).
@@ -402,14 +423,6 @@ pub struct OutputArgs {
     pub quiet: bool,
 
     /// How percentiles are computed.
-    #[arg(long, value_enum, default_value_t = PercentileArg::Linear)]
-    pub percentiles: PercentileArg,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PercentileArg {
-    /// Linear interpolation between closest ranks (NumPy's default).
-    Linear,
-    /// The ceil(p·n)-th smallest sample.
-    NearestRank,
+    #[arg(long, value_parser = percentile_parser(), default_value = "linear")]
+    pub percentiles: PercentileMethod,
 }

@@ -23,12 +23,11 @@ macro_rules! warn {
 pub mod args;
 pub mod bench;
 pub mod capacity;
-pub mod console;
+pub mod output;
 pub mod plan;
-pub mod report;
+pub mod run;
 pub mod serve;
 pub mod sim;
-pub mod stages;
 
 use clap::Parser;
 

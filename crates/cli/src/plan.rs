@@ -4,20 +4,21 @@
 //! line and exits with code 2.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_client::{Api, Load, Timeouts};
-use goodput_engine::{Catalog, Dtype, EngineConfig, MemoryPlan};
-use std::sync::Arc;
-
-use goodput_metrics::{Edge, PercentileMethod, Slo, Smoothing};
-use goodput_tokenizer::Tokenizer;
-use goodput_workload::{Arrivals, Dataset, DatasetKind, LengthDist, Source, ThinkTime, Turns, WorkloadSpec};
-use serde::Serialize;
-
-use crate::args::{
-    ApiArg, BenchArgs, EngineArgs, LoadArgs, OutputArgs, PercentileArg, SimArgs, SloArgs, TimeoutArgs, WorkloadArgs,
+use goodput_engine::{Catalog, Dtype, EngineConfig};
+use goodput_metrics::{Edge, Slo, Smoothing};
+use goodput_results::plan::{
+    DistinctPrompts, EnginePlan, LoadPlan, OutputPlan, RunPlan, SloPlan, TargetPlan, Timeouts, WorkloadPlan,
 };
+use goodput_stage::Resources;
+use goodput_tokenizer::Tokenizer;
+use goodput_workload::{
+    Arrivals, Dataset, DatasetKind, LengthDist, Load, Profile, Source, ThinkTime, Turns, WorkloadSpec,
+};
+
+use crate::args::{BenchArgs, EngineArgs, LoadArgs, OutputArgs, SimArgs, SloArgs, TimeoutArgs, WorkloadArgs};
 
 /// Invalid usage: exit code 2.
 #[derive(Debug)]
@@ -50,69 +51,6 @@ fn positive_duration(flag: &str, s: &str) -> Result<Duration, UsageError> {
     Ok(d)
 }
 
-/// Which load profile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Profile {
-    /// One request at a time.
-    Synchronous,
-    /// N closed-loop users (--concurrency), optional --think-time.
-    Concurrent,
-    /// Evenly spaced arrivals at --rate.
-    Constant,
-    /// Poisson arrivals at --rate.
-    Poisson,
-    /// Gamma inter-arrival times at --rate with --burstiness.
-    Gamma,
-    /// Everything at once, bounded by --max-concurrency.
-    Throughput,
-    /// Rate rising linearly from --rate-start to --rate over --ramp-duration.
-    Ramp,
-    /// Synchronous, then throughput, then --sweep-points constant rates between them.
-    Sweep,
-    /// Arrival times from the dataset, scaled by --time-scale.
-    Replay,
-}
-
-/// The load part of a plan.
-#[derive(Clone, Debug, Serialize)]
-pub struct LoadPlan {
-    pub profile: Profile,
-    /// The load of a single-stage run (a sweep derives its stages from measurements).
-    pub load: Load,
-    /// `sweep`: rates between the synchronous and throughput stages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep_points: Option<u32>,
-    /// `sweep`: the cap applied to the throughput and rate stages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_concurrency: Option<usize>,
-    /// Per stage for a sweep.
-    pub requests: Option<u64>,
-    #[serde(serialize_with = "opt_secs")]
-    pub duration: Option<Duration>,
-    pub warmup: Edge,
-    pub cooldown: Edge,
-    pub max_errors: Option<u64>,
-    #[serde(serialize_with = "secs")]
-    pub grace: Duration,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub export_schedule: Option<std::path::PathBuf>,
-    /// Pause between turns (and, for closed loops, between sessions).
-    pub think_time: ThinkTime,
-    pub seed: u64,
-}
-
-fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
-}
-
-fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_f64(d.as_secs_f64()),
-        None => s.serialize_none(),
-    }
-}
-
 /// `30s` (a duration) or `20` (requests).
 fn edge(flag: &str, v: &Option<String>) -> Result<Edge, UsageError> {
     match v.as_deref().map(str::trim) {
@@ -140,195 +78,172 @@ fn rate(flag: &str, r: &str) -> Result<f64, UsageError> {
     }
 }
 
-impl LoadPlan {
-    pub fn from_args(a: &LoadArgs, dataset_has_times: bool) -> Result<Self, UsageError> {
-        let inf = a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"));
-        let profile = match a.profile {
-            Some(p) => p,
-            None => match (a.concurrency, &a.rate) {
-                (Some(_), Some(_)) => {
-                    return Err(usage("--rate", "give --concurrency (closed loop) or --rate (open loop), not both"));
-                }
-                (None, Some(_)) if inf => Profile::Throughput,
-                (None, Some(_)) => Profile::Poisson,
-                _ => Profile::Concurrent,
-            },
-        };
-        let name = format!("{profile:?}").to_lowercase();
-        let not_for = |flag: &str| usage(flag, format!("does not apply to the {name} profile"));
-        let think: ThinkTime = match &a.think_time {
-            Some(t) => t.parse().map_err(|m| usage("--think-time", m))?,
-            None => ThinkTime::default(),
-        };
-        let open = !matches!(profile, Profile::Synchronous | Profile::Concurrent);
-        if a.concurrency.is_some() && !matches!(profile, Profile::Concurrent) {
-            return Err(not_for("--concurrency"));
-        }
-        if a.max_concurrency.is_some() && !open {
-            return Err(usage("--max-concurrency", "applies to open-loop profiles; closed loops have --concurrency"));
-        }
-        for (flag, n) in [("--max-concurrency", a.max_concurrency), ("--concurrency", a.concurrency)] {
-            match n {
-                Some(0) => return Err(usage(flag, "must be at least 1")),
-                Some(n) if n > MAX_CONCURRENCY => {
-                    return Err(usage(
-                        flag,
-                        format!("{n} is more than the {MAX_CONCURRENCY} streams one client holds"),
-                    ));
-                }
-                _ => {}
+/// The load flags, validated.
+fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageError> {
+    let inf = a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"));
+    let profile = match a.profile {
+        Some(p) => p,
+        None => match (a.concurrency, &a.rate) {
+            (Some(_), Some(_)) => {
+                return Err(usage("--rate", "give --concurrency (closed loop) or --rate (open loop), not both"));
             }
-        }
-        let needs_rate = matches!(profile, Profile::Constant | Profile::Poisson | Profile::Gamma | Profile::Ramp);
-        if a.rate.is_some() && !needs_rate && !(profile == Profile::Throughput && inf) {
-            return Err(not_for("--rate"));
-        }
-        if a.burstiness.is_some() && profile != Profile::Gamma {
-            return Err(not_for("--burstiness"));
-        }
-        if (a.rate_start.is_some() || a.ramp_duration.is_some()) && profile != Profile::Ramp {
-            return Err(not_for(if a.rate_start.is_some() { "--rate-start" } else { "--ramp-duration" }));
-        }
-        if a.sweep_points.is_some() && profile != Profile::Sweep {
-            return Err(not_for("--sweep-points"));
-        }
-        if a.time_scale.is_some() && profile != Profile::Replay {
-            return Err(not_for("--time-scale"));
-        }
-        let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
-        let the_rate = || -> Result<f64, UsageError> {
-            match &a.rate {
-                Some(r) if !inf => rate("--rate", r),
-                _ => Err(usage("--rate", format!("the {name} profile needs --rate R (requests per second)"))),
-            }
-        };
-        let open_load = |arrivals| Load::Open { arrivals, max_concurrency: a.max_concurrency };
-        let load = match profile {
-            Profile::Synchronous => Load::Closed { concurrency: 1, think: think.clone() },
-            Profile::Concurrent => match a.concurrency {
-                Some(0) => return Err(usage("--concurrency", "must be at least 1")),
-                n => Load::Closed { concurrency: n.unwrap_or(16), think: think.clone() },
-            },
-            Profile::Constant => open_load(Arrivals::Constant { rate: the_rate()? }),
-            Profile::Poisson => open_load(Arrivals::Poisson { rate: the_rate()? }),
-            Profile::Gamma => {
-                let b = a.burstiness.ok_or_else(|| usage("--burstiness", "the gamma profile needs --burstiness B"))?;
-                if !(b.is_finite() && b > 0.0) {
-                    return Err(usage("--burstiness", format!("{b} must be positive")));
-                }
-                open_load(Arrivals::Gamma { rate: the_rate()?, burstiness: b })
-            }
-            Profile::Throughput | Profile::Sweep => open_load(Arrivals::AllAtOnce),
-            Profile::Ramp => {
-                let to = the_rate()?;
-                let from = a.rate_start.unwrap_or(0.0);
-                if !(from.is_finite() && from >= 0.0) {
-                    return Err(usage("--rate-start", format!("{from} must be zero or positive")));
-                }
-                let over = match (&a.ramp_duration, duration) {
-                    (Some(d), _) => positive_duration("--ramp-duration", d)?,
-                    (None, Some(d)) => d,
-                    (None, None) => {
-                        return Err(usage("--ramp-duration", "the ramp profile needs --ramp-duration or --duration"));
-                    }
-                };
-                open_load(Arrivals::Ramp { from, to, over_s: over.as_secs_f64() })
-            }
-            Profile::Replay => {
-                if !dataset_has_times {
-                    return Err(usage(
-                        "--profile",
-                        "replay needs arrival times: --dataset azure:PATH, mooncake:PATH, or jsonl:PATH with `timestamp`",
-                    ));
-                }
-                let f = a.time_scale.unwrap_or(1.0);
-                if !(f.is_finite() && f > 0.0 && f <= 1000.0) {
-                    return Err(usage("--time-scale", format!("{f} must be positive and at most 1000")));
-                }
-                open_load(Arrivals::Replay { time_scale: f })
-            }
-        };
-        let sweep = profile == Profile::Sweep;
-        let requests = match (a.requests, duration) {
-            (Some(0), _) => return Err(usage("--requests", "must be at least 1")),
-            (Some(n), _) => Some(n),
-            (None, Some(_)) if !sweep => None,
-            // a replay runs the whole trace unless told otherwise
-            (None, None) if profile == Profile::Replay => None,
-            _ => Some(100),
-        };
-        // every sweep stage is bounded in time as well as in requests
-        let duration = if sweep { Some(duration.unwrap_or(Duration::from_secs(30))) } else { duration };
-        if a.max_errors == Some(0) {
-            return Err(usage("--max-errors", "must be at least 1"));
-        }
-        let points = if sweep {
-            match a.sweep_points.unwrap_or(5) {
-                0 => return Err(usage("--sweep-points", "must be at least 1")),
-                k if k > 50 => return Err(usage("--sweep-points", "at most 50 stages")),
-                k => Some(k),
-            }
-        } else {
-            None
-        };
-        if sweep && a.export_schedule.is_some() {
-            return Err(usage("--export-schedule", "exports one stage's schedule: not with the sweep profile"));
-        }
-        Ok(LoadPlan {
-            profile,
-            load,
-            sweep_points: points,
-            max_concurrency: a.max_concurrency,
-            requests,
-            duration,
-            warmup: edge("--warmup", &a.warmup)?,
-            cooldown: edge("--cooldown", &a.cooldown)?,
-            max_errors: a.max_errors,
-            grace: parse_duration("--grace", &a.grace)?,
-            export_schedule: match &a.export_schedule {
-                Some(p) => writable("--export-schedule", p).map(|()| Some(p.clone()))?,
-                None => None,
-            },
-            think_time: think,
-            seed: a.seed,
-        })
+            (None, Some(_)) if inf => Profile::Throughput,
+            (None, Some(_)) => Profile::Poisson,
+            _ => Profile::Concurrent,
+        },
+    };
+    let name = profile.name();
+    let not_for = |flag: &str| usage(flag, format!("does not apply to the {name} profile"));
+    let think: ThinkTime = match &a.think_time {
+        Some(t) => t.parse().map_err(|m| usage("--think-time", m))?,
+        None => ThinkTime::default(),
+    };
+    let open = profile.is_open();
+    if a.concurrency.is_some() && !matches!(profile, Profile::Concurrent) {
+        return Err(not_for("--concurrency"));
     }
-
-    /// The rate offered by an open-loop schedule (for the client self-check).
-    pub fn offered_rate(&self) -> Option<f64> {
-        self.load.offered_rate()
+    if a.max_concurrency.is_some() && !open {
+        return Err(usage("--max-concurrency", "applies to open-loop profiles; closed loops have --concurrency"));
     }
+    for (flag, n) in [("--max-concurrency", a.max_concurrency), ("--concurrency", a.concurrency)] {
+        match n {
+            Some(0) => return Err(usage(flag, "must be at least 1")),
+            Some(n) if n > MAX_CONCURRENCY => {
+                return Err(usage(flag, format!("{n} is more than the {MAX_CONCURRENCY} streams one client holds")));
+            }
+            _ => {}
+        }
+    }
+    let needs_rate = matches!(profile, Profile::Constant | Profile::Poisson | Profile::Gamma | Profile::Ramp);
+    if a.rate.is_some() && !needs_rate && !(profile == Profile::Throughput && inf) {
+        return Err(not_for("--rate"));
+    }
+    if a.burstiness.is_some() && profile != Profile::Gamma {
+        return Err(not_for("--burstiness"));
+    }
+    if (a.rate_start.is_some() || a.ramp_duration.is_some()) && profile != Profile::Ramp {
+        return Err(not_for(if a.rate_start.is_some() { "--rate-start" } else { "--ramp-duration" }));
+    }
+    if a.sweep_points.is_some() && profile != Profile::Sweep {
+        return Err(not_for("--sweep-points"));
+    }
+    if a.time_scale.is_some() && profile != Profile::Replay {
+        return Err(not_for("--time-scale"));
+    }
+    let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
+    let the_rate = || -> Result<f64, UsageError> {
+        match &a.rate {
+            Some(r) if !inf => rate("--rate", r),
+            _ => Err(usage("--rate", format!("the {name} profile needs --rate R (requests per second)"))),
+        }
+    };
+    let open_load = |arrivals| Load::Open { arrivals, max_concurrency: a.max_concurrency };
+    let load = match profile {
+        Profile::Synchronous => Load::Closed { concurrency: 1, think: think.clone() },
+        Profile::Concurrent => match a.concurrency {
+            Some(0) => return Err(usage("--concurrency", "must be at least 1")),
+            n => Load::Closed { concurrency: n.unwrap_or(16), think: think.clone() },
+        },
+        Profile::Constant => open_load(Arrivals::Constant { rate: the_rate()? }),
+        Profile::Poisson => open_load(Arrivals::Poisson { rate: the_rate()? }),
+        Profile::Gamma => {
+            let b = a.burstiness.ok_or_else(|| usage("--burstiness", "the gamma profile needs --burstiness B"))?;
+            if !(b.is_finite() && b > 0.0) {
+                return Err(usage("--burstiness", format!("{b} must be positive")));
+            }
+            open_load(Arrivals::Gamma { rate: the_rate()?, burstiness: b })
+        }
+        Profile::Throughput | Profile::Sweep => open_load(Arrivals::AllAtOnce),
+        Profile::Ramp => {
+            let to = the_rate()?;
+            let from = a.rate_start.unwrap_or(0.0);
+            if !(from.is_finite() && from >= 0.0) {
+                return Err(usage("--rate-start", format!("{from} must be zero or positive")));
+            }
+            let over = match (&a.ramp_duration, duration) {
+                (Some(d), _) => positive_duration("--ramp-duration", d)?,
+                (None, Some(d)) => d,
+                (None, None) => {
+                    return Err(usage("--ramp-duration", "the ramp profile needs --ramp-duration or --duration"));
+                }
+            };
+            open_load(Arrivals::Ramp { from, to, over_s: over.as_secs_f64() })
+        }
+        Profile::Replay => {
+            if !dataset_has_times {
+                return Err(usage(
+                    "--profile",
+                    "replay needs arrival times: --dataset azure:PATH, mooncake:PATH, or jsonl:PATH with `timestamp`",
+                ));
+            }
+            let f = a.time_scale.unwrap_or(1.0);
+            if !(f.is_finite() && f > 0.0 && f <= 1000.0) {
+                return Err(usage("--time-scale", format!("{f} must be positive and at most 1000")));
+            }
+            open_load(Arrivals::Replay { time_scale: f })
+        }
+    };
+    let sweep = profile == Profile::Sweep;
+    let requests = match (a.requests, duration) {
+        (Some(0), _) => return Err(usage("--requests", "must be at least 1")),
+        (Some(n), _) => Some(n),
+        (None, Some(_)) if !sweep => None,
+        // a replay runs the whole trace unless told otherwise
+        (None, None) if profile == Profile::Replay => None,
+        _ => Some(100),
+    };
+    // every sweep stage is bounded in time as well as in requests
+    let duration = if sweep { Some(duration.unwrap_or(Duration::from_secs(30))) } else { duration };
+    if a.max_errors == Some(0) {
+        return Err(usage("--max-errors", "must be at least 1"));
+    }
+    let points = if sweep {
+        match a.sweep_points.unwrap_or(5) {
+            0 => return Err(usage("--sweep-points", "must be at least 1")),
+            k if k > 50 => return Err(usage("--sweep-points", "at most 50 stages")),
+            k => Some(k),
+        }
+    } else {
+        None
+    };
+    if sweep && a.export_schedule.is_some() {
+        return Err(usage("--export-schedule", "exports one stage's schedule: not with the sweep profile"));
+    }
+    Ok(LoadPlan {
+        profile,
+        load,
+        sweep_points: points,
+        max_concurrency: a.max_concurrency,
+        requests,
+        duration,
+        warmup: edge("--warmup", &a.warmup)?,
+        cooldown: edge("--cooldown", &a.cooldown)?,
+        max_errors: a.max_errors,
+        grace: parse_duration("--grace", &a.grace)?,
+        export_schedule: match &a.export_schedule {
+            Some(p) => writable("--export-schedule", p).map(|()| Some(p.clone()))?,
+            None => None,
+        },
+        think_time: think,
+        seed: a.seed,
+        shard: None,
+    })
 }
 
 /// Load and workload together: the dataset decides whether `replay` is possible, the profile
 /// whether the dataset cycles, and the think time applies to both.
-pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, WorkloadPlan), UsageError> {
+pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, WorkloadPlan, Resources), UsageError> {
     let replay = l.profile == Some(Profile::Replay);
-    let mut workload = WorkloadPlan::from_args(w, l.seed, replay)?;
-    let load = LoadPlan::from_args(l, workload.has_times())?;
-    workload.spec.think_time = load.think_time.clone();
-    Ok((load, workload))
-}
-
-/// How many distinct prompts a run sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DistinctPrompts {
-    /// A new synthetic prompt for every request (built ahead of the load from single-token words:
-    /// no tokenizer runs on the send path).
-    PerRequest,
-    /// The dataset's entries, cycled when the run asks for more.
-    Dataset(usize),
-}
-
-/// The workload part of a plan, with its tokenizer and dataset loaded.
-#[derive(Clone, Debug, Serialize)]
-pub struct WorkloadPlan {
-    pub spec: WorkloadSpec,
-    pub tokenizer: String,
-    pub distinct_prompts: DistinctPrompts,
-    #[serde(skip)]
-    pub tk: Tokenizer,
+    let (mut spec, res) = workload_spec(w, l.seed, replay)?;
+    let has_times = res.dataset.as_ref().is_some_and(|d| d.has_times());
+    let load = load_plan(l, has_times)?;
+    spec.think_time = load.think_time.clone();
+    let distinct_prompts = Some(match &spec.source {
+        Source::Synthetic => DistinctPrompts::PerRequest,
+        Source::Dataset(d) => DistinctPrompts::Dataset(d.entries.len()),
+    });
+    let workload = WorkloadPlan { spec: spec.info(), tokenizer: res.tokenizer.name().to_string(), distinct_prompts };
+    Ok((load, workload, res))
 }
 
 fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
@@ -341,80 +256,72 @@ fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
     Ok(d)
 }
 
-impl WorkloadPlan {
-    /// Loads the tokenizer and dataset. `replay`: the dataset is used once, in order.
-    pub fn from_args(a: &WorkloadArgs, seed: u64, replay: bool) -> Result<Self, UsageError> {
-        let tk = Tokenizer::load(a.tokenizer.as_deref()).map_err(|e| usage("--tokenizer", e))?;
-        let source = match a.dataset.as_deref().map(str::trim) {
-            None | Some("synthetic") => Source::Synthetic,
-            Some(d) => {
-                let (kind, path) = d
-                    .split_once(':')
-                    .ok_or_else(|| usage("--dataset", format!("`{d}`: expected KIND:PATH, e.g. sharegpt:data.json")))?;
-                let kind: DatasetKind = kind.parse().map_err(|m| usage("--dataset", m))?;
-                Source::Dataset(Arc::new(Dataset::load(kind, path).map_err(|e| usage("--dataset", e))?))
-            }
-        };
-        let turns = match a.turns.as_deref().map(str::trim) {
-            None if a.sessions => match &source {
-                Source::Dataset(_) => Turns::All,
-                Source::Synthetic => Turns::Up(4),
-            },
-            None => Turns::One,
-            Some("all") => Turns::All,
-            Some(n) => match n.parse::<u32>() {
-                Ok(0) | Err(_) => return Err(usage("--turns", format!("`{n}`: expected a positive number or `all`"))),
-                Ok(1) => Turns::One,
-                Ok(n) => Turns::Up(n),
-            },
-        };
-        let multi = !matches!(turns, Turns::One);
-        match &source {
-            Source::Synthetic if turns == Turns::All => {
-                return Err(usage(
-                    "--turns",
-                    "`all` keeps whole dataset conversations; synthetic sessions need a number",
-                ));
-            }
-            Source::Dataset(d) if multi && d.kind != DatasetKind::ShareGpt => {
-                return Err(usage(
-                    "--sessions",
-                    format!("multi-turn sessions come from sharegpt or synthetic, not {}", d.kind.name()),
-                ));
-            }
-            _ => {}
+/// The workload flags, validated, with the tokenizer and dataset loaded. `replay`: the dataset
+/// is used once, in order.
+fn workload_spec(a: &WorkloadArgs, seed: u64, replay: bool) -> Result<(WorkloadSpec, Resources), UsageError> {
+    let tk = Tokenizer::load(a.tokenizer.as_deref()).map_err(|e| usage("--tokenizer", e))?;
+    let source = match a.dataset.as_deref().map(str::trim) {
+        None | Some("synthetic") => Source::Synthetic,
+        Some(d) => {
+            let (kind, path) = d
+                .split_once(':')
+                .ok_or_else(|| usage("--dataset", format!("`{d}`: expected KIND:PATH, e.g. sharegpt:data.json")))?;
+            let kind: DatasetKind = kind.parse().map_err(|m| usage("--dataset", m))?;
+            Source::Dataset(Arc::new(Dataset::load(kind, path).map_err(|e| usage("--dataset", e))?))
         }
-        let (groups, ptokens) = (a.prefix_groups.unwrap_or(0), a.prefix_tokens.unwrap_or(0));
-        if ptokens > goodput_workload::MAX_LENGTH {
-            return Err(usage("--prefix-tokens", format!("at most {} tokens", goodput_workload::MAX_LENGTH)));
+    };
+    let turns = match a.turns.as_deref().map(str::trim) {
+        None if a.sessions => match &source {
+            Source::Dataset(_) => Turns::All,
+            Source::Synthetic => Turns::Up(4),
+        },
+        None => Turns::One,
+        Some("all") => Turns::All,
+        Some(n) => match n.parse::<u32>() {
+            Ok(0) | Err(_) => return Err(usage("--turns", format!("`{n}`: expected a positive number or `all`"))),
+            Ok(1) => Turns::One,
+            Ok(n) => Turns::Up(n),
+        },
+    };
+    let multi = !matches!(turns, Turns::One);
+    match &source {
+        Source::Synthetic if turns == Turns::All => {
+            return Err(usage("--turns", "`all` keeps whole dataset conversations; synthetic sessions need a number"));
         }
-        if (groups > 0) != (ptokens > 0) {
+        Source::Dataset(d) if multi && d.kind != DatasetKind::ShareGpt => {
             return Err(usage(
-                if groups > 0 { "--prefix-tokens" } else { "--prefix-groups" },
-                "--prefix-groups G and --prefix-tokens P go together",
+                "--sessions",
+                format!("multi-turn sessions come from sharegpt or synthetic, not {}", d.kind.name()),
             ));
         }
-        let spec = WorkloadSpec {
-            source,
-            input_tokens: length("--input-tokens", &a.input_tokens)?,
-            output_tokens: length("--output-tokens", &a.output_tokens)?,
-            prefix_groups: groups,
-            prefix_tokens: ptokens,
-            turns,
-            think_time: ThinkTime::default(),
-            cycle: !replay,
-            seed,
-        };
-        let distinct_prompts = match &spec.source {
-            Source::Synthetic => DistinctPrompts::PerRequest,
-            Source::Dataset(d) => DistinctPrompts::Dataset(d.entries.len()),
-        };
-        Ok(WorkloadPlan { spec, tokenizer: tk.name().to_string(), distinct_prompts, tk })
+        _ => {}
     }
-
-    pub fn has_times(&self) -> bool {
-        matches!(&self.spec.source, Source::Dataset(d) if d.has_times())
+    let (groups, ptokens) = (a.prefix_groups.unwrap_or(0), a.prefix_tokens.unwrap_or(0));
+    if ptokens > goodput_workload::MAX_LENGTH {
+        return Err(usage("--prefix-tokens", format!("at most {} tokens", goodput_workload::MAX_LENGTH)));
     }
+    if (groups > 0) != (ptokens > 0) {
+        return Err(usage(
+            if groups > 0 { "--prefix-tokens" } else { "--prefix-groups" },
+            "--prefix-groups G and --prefix-tokens P go together",
+        ));
+    }
+    let spec = WorkloadSpec {
+        source,
+        input_tokens: length("--input-tokens", &a.input_tokens)?,
+        output_tokens: length("--output-tokens", &a.output_tokens)?,
+        prefix_groups: groups,
+        prefix_tokens: ptokens,
+        turns,
+        think_time: ThinkTime::default(),
+        cycle: !replay,
+        seed,
+    };
+    let dataset = match &spec.source {
+        Source::Dataset(d) => Some(Arc::clone(d)),
+        Source::Synthetic => None,
+    };
+    Ok((spec, Resources { tokenizer: tk, dataset }))
 }
 
 impl TimeoutArgs {
@@ -428,102 +335,66 @@ impl TimeoutArgs {
     }
 }
 
-/// A validated SLO with its smoothed-goodput parameters.
-#[derive(Clone, Debug, Default)]
-pub struct SloPlan {
-    pub slo: Option<(Slo, Option<Smoothing>)>,
-}
-
-impl Serialize for SloPlan {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("SloPlan", 2)?;
-        let preds: Vec<String> =
-            self.slo.iter().flat_map(|(x, _)| x.predicates.iter().map(|p| p.to_string())).collect();
-        st.serialize_field("predicates", &preds)?;
-        st.serialize_field("smoothing", &self.slo.as_ref().and_then(|(_, sm)| *sm))?;
-        st.end()
-    }
-}
-
 fn ms(flag: &str, v: &Option<String>) -> Result<Option<f64>, UsageError> {
     v.as_deref().map(|d| parse_duration(flag, d).map(|d| d.as_secs_f64() * 1000.0)).transpose()
 }
 
-impl SloPlan {
-    pub fn from_args(a: &SloArgs) -> Result<Self, UsageError> {
-        let mut slo: Option<Slo> = None;
-        for p in &a.slo_preset {
-            let s = Slo::preset(p).map_err(|m| usage("--slo-preset", m))?;
-            slo.get_or_insert_with(Slo::default).extend(s);
-        }
-        for text in &a.slo {
-            let s = Slo::parse(text).map_err(|m| usage("--slo", m))?;
-            slo.get_or_insert_with(Slo::default).extend(s);
-        }
-        let overrides = [&a.ttft_budget, &a.reading_pace, &a.delay_ok, &a.delay_max];
-        let Some(slo) = slo else {
-            if overrides.iter().any(|o| o.is_some()) {
-                return Err(usage("--ttft-budget", "smoothed goodput needs an SLO (--slo or --slo-preset)"));
-            }
-            return Ok(SloPlan::default());
-        };
-        let mut sm = Smoothing::from_slo(&slo);
-        let t0 = ms("--ttft-budget", &a.ttft_budget)?;
-        if sm.is_none() && t0.is_some() {
-            sm = Some(Smoothing { t0_ms: 0.0, tau_ms: 0.0, u_ok_ms: 0.0, u_max_ms: 0.0 });
-        }
-        if let Some(s) = &mut sm {
-            if let Some(t0) = t0 {
-                *s = Smoothing { t0_ms: t0, u_ok_ms: t0, u_max_ms: 5.0 * t0, ..*s };
-            }
-            if let Some(v) = ms("--reading-pace", &a.reading_pace)? {
-                s.tau_ms = v;
-            }
-            if let Some(v) = ms("--delay-ok", &a.delay_ok)? {
-                s.u_ok_ms = v;
-            }
-            if let Some(v) = ms("--delay-max", &a.delay_max)? {
-                s.u_max_ms = v;
-            }
-            if s.u_max_ms < s.u_ok_ms {
-                return Err(usage("--delay-max", "must not be below --delay-ok"));
-            }
-        }
-        Ok(SloPlan { slo: Some((slo, sm)) })
+/// The SLO flags, validated, with the smoothed-goodput parameters resolved.
+pub fn slo_plan(a: &SloArgs) -> Result<SloPlan, UsageError> {
+    let mut slo: Option<Slo> = None;
+    for p in &a.slo_preset {
+        let s = Slo::preset(p).map_err(|m| usage("--slo-preset", m))?;
+        slo.get_or_insert_with(Slo::default).extend(s);
     }
+    for text in &a.slo {
+        let s = Slo::parse(text).map_err(|m| usage("--slo", m))?;
+        slo.get_or_insert_with(Slo::default).extend(s);
+    }
+    let overrides = [&a.ttft_budget, &a.reading_pace, &a.delay_ok, &a.delay_max];
+    let Some(slo) = slo else {
+        if overrides.iter().any(|o| o.is_some()) {
+            return Err(usage("--ttft-budget", "smoothed goodput needs an SLO (--slo or --slo-preset)"));
+        }
+        return Ok(SloPlan::default());
+    };
+    let mut sm = Smoothing::from_slo(&slo);
+    let t0 = ms("--ttft-budget", &a.ttft_budget)?;
+    if sm.is_none() && t0.is_some() {
+        sm = Some(Smoothing { t0_ms: 0.0, tau_ms: 0.0, u_ok_ms: 0.0, u_max_ms: 0.0 });
+    }
+    if let Some(s) = &mut sm {
+        if let Some(t0) = t0 {
+            *s = Smoothing { t0_ms: t0, u_ok_ms: t0, u_max_ms: 5.0 * t0, ..*s };
+        }
+        if let Some(v) = ms("--reading-pace", &a.reading_pace)? {
+            s.tau_ms = v;
+        }
+        if let Some(v) = ms("--delay-ok", &a.delay_ok)? {
+            s.u_ok_ms = v;
+        }
+        if let Some(v) = ms("--delay-max", &a.delay_max)? {
+            s.u_max_ms = v;
+        }
+        if s.u_max_ms < s.u_ok_ms {
+            return Err(usage("--delay-max", "must not be below --delay-ok"));
+        }
+    }
+    Ok(SloPlan { predicates: slo, smoothing: sm })
 }
 
-/// Output settings.
-#[derive(Clone, Debug, Serialize)]
-pub struct OutputPlan {
-    pub out: Option<std::path::PathBuf>,
-    #[serde(skip)]
-    pub quiet: bool,
-    pub percentiles: PercentileMethod,
+/// The output flags, validated (the result file can be written).
+fn output_plan(a: &OutputArgs) -> Result<OutputPlan, UsageError> {
+    if let Some(p) = &a.out {
+        writable("--out", p)?;
+    }
+    Ok(OutputPlan { out: a.out.clone(), percentiles: a.percentiles })
 }
 
-impl OutputPlan {
-    pub fn from_args(a: &OutputArgs) -> Result<Self, UsageError> {
-        if let Some(p) = &a.out {
-            writable("--out", p)?;
-        }
-        Ok(OutputPlan {
-            out: a.out.clone(),
-            quiet: a.quiet,
-            percentiles: match a.percentiles {
-                PercentileArg::Linear => PercentileMethod::Linear,
-                PercentileArg::NearestRank => PercentileMethod::NearestRank,
-            },
-        })
-    }
-
-    /// `STEM.requests.jsonl` beside the result file.
-    pub fn jsonl_path(&self) -> Option<std::path::PathBuf> {
-        let p = self.out.as_ref()?;
-        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
-        Some(p.with_file_name(format!("{stem}.requests.jsonl")))
-    }
+/// `STEM.requests.jsonl` beside the result file.
+pub fn jsonl_path(out: &OutputPlan) -> Option<std::path::PathBuf> {
+    let p = out.out.as_ref()?;
+    let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
+    Some(p.with_file_name(format!("{stem}.requests.jsonl")))
 }
 
 /// Checks before a run that a file can be written at `path`, so a long run never ends in an error
@@ -563,7 +434,7 @@ fn distinct_files(load: &LoadPlan, w: &WorkloadArgs, out: &OutputPlan) -> Result
     let files = [
         ("--dataset", dataset),
         ("--out", out.out.clone()),
-        ("--out's JSONL log", out.jsonl_path()),
+        ("--out's JSONL log", jsonl_path(out)),
         ("--export-schedule", load.export_schedule.clone()),
     ];
     let given: Vec<(&str, std::path::PathBuf)> =
@@ -575,13 +446,6 @@ fn distinct_files(load: &LoadPlan, w: &WorkloadArgs, out: &OutputPlan) -> Result
         }
     }
     Ok(())
-}
-
-/// The engine model: a validated configuration and the memory plan it implies.
-#[derive(Clone, Debug, Serialize)]
-pub struct EnginePlan {
-    pub config: EngineConfig,
-    pub memory: MemoryPlan,
 }
 
 fn dtype(flag: &str, s: &Option<String>, default: Dtype) -> Result<Dtype, UsageError> {
@@ -599,210 +463,143 @@ fn fraction(flag: &str, v: Option<f64>, default: f64) -> Result<f64, UsageError>
     }
 }
 
-impl EnginePlan {
-    /// The catalog model `model` (default llama-3.1-8b) or `--model-config`, on `--gpu`, with
-    /// every engine flag applied and the configuration checked (it must fit in memory).
-    pub fn from_args(model: Option<&str>, a: &EngineArgs) -> Result<Self, UsageError> {
-        let mut catalog = Catalog::builtin();
-        if let Some(p) = &a.gpu_spec {
+/// The catalog model `model` (default llama-3.1-8b) or `--model-config`, on `--gpu`, with every
+/// engine flag applied and the configuration checked (it must fit in memory).
+pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, UsageError> {
+    let mut catalog = Catalog::builtin();
+    if let Some(p) = &a.gpu_spec {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| usage("--gpu-spec", format!("cannot read {}: {e}", p.display())))?;
+        catalog.add_gpu_file(&p.display().to_string(), &text).map_err(|e| usage("--gpu-spec", e))?;
+    }
+    let arch = match &a.model_config {
+        Some(p) => {
             let text = std::fs::read_to_string(p)
-                .map_err(|e| usage("--gpu-spec", format!("cannot read {}: {e}", p.display())))?;
-            catalog.add_gpu_file(&p.display().to_string(), &text).map_err(|e| usage("--gpu-spec", e))?;
+                .map_err(|e| usage("--model-config", format!("cannot read {}: {e}", p.display())))?;
+            let default_name = p
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().to_lowercase())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "custom-model".into());
+            let name = model.map(str::to_string).unwrap_or(default_name);
+            goodput_engine::catalog::from_hf_config(&p.display().to_string(), &text, &name)
+                .map_err(|e| usage("--model-config", e))?
         }
-        let arch = match &a.model_config {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| usage("--model-config", format!("cannot read {}: {e}", p.display())))?;
-                let default_name = p
-                    .parent()
-                    .and_then(|d| d.file_name())
-                    .map(|n| n.to_string_lossy().to_lowercase())
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| "custom-model".into());
-                let name = model.map(str::to_string).unwrap_or(default_name);
-                goodput_engine::catalog::from_hf_config(&p.display().to_string(), &text, &name)
-                    .map_err(|e| usage("--model-config", e))?
-            }
-            None => catalog.model(model.unwrap_or("llama-3.1-8b")).map_err(|e| usage("--model", e))?.clone(),
-        };
-        let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
-        let mut c = EngineConfig::new(arch, gpu);
-        c.tp = a.tp.unwrap_or(1);
-        c.dtype = dtype("--dtype", &a.dtype, Dtype::Bf16)?;
-        c.kv_dtype = dtype("--kv-dtype", &a.kv_dtype, Dtype::Bf16)?;
-        c.max_num_seqs = a.max_num_seqs.unwrap_or(c.max_num_seqs);
-        c.max_batched_tokens = a.max_batched_tokens.unwrap_or(c.max_batched_tokens);
-        c.gpu_memory_utilization =
-            fraction("--gpu-memory-utilization", a.gpu_memory_utilization, c.gpu_memory_utilization)?;
-        c.block_size = a.block_size.unwrap_or(c.block_size);
-        c.chunked_prefill = a.chunked_prefill;
-        if a.max_waiting == Some(0) {
-            return Err(usage("--max-waiting", "must be at least 1"));
-        }
-        c.max_waiting = a.max_waiting.unwrap_or(c.max_waiting);
-        for (flag, v) in [("--mfu", a.mfu), ("--mbu", a.mbu)] {
-            if v.is_some_and(|x| x < 0.01) {
-                return Err(usage(flag, "must be at least 0.01 (a utilization, like 0.38)"));
-            }
-        }
-        c.efficiency.mfu = fraction("--mfu", a.mfu, c.efficiency.mfu)?;
-        c.efficiency.mbu = fraction("--mbu", a.mbu, c.efficiency.mbu)?;
-        if let Some(d) = &a.step_overhead {
-            c.efficiency.step_overhead_s = parse_duration("--step-overhead", d)?.as_secs_f64();
-        }
-        if let Some(d) = &a.seq_overhead {
-            c.efficiency.seq_overhead_s = parse_duration("--seq-overhead", d)?.as_secs_f64();
-        }
-        if let Some(d) = &a.ingest_overhead {
-            c.efficiency.ingest_s = parse_duration("--ingest-overhead", d)?.as_secs_f64();
-        }
-        if let Some(d) = &a.ingest_per_token {
-            c.efficiency.ingest_per_token_s = parse_duration("--ingest-per-token", d)?.as_secs_f64();
-        }
-        let memory = c.plan().map_err(|e| UsageError(e.to_string()))?;
-        Ok(EnginePlan { config: c, memory })
+        None => catalog.model(model.unwrap_or("llama-3.1-8b")).map_err(|e| usage("--model", e))?.clone(),
+    };
+    let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
+    let mut c = EngineConfig::new(arch, gpu);
+    c.tp = a.tp.unwrap_or(1);
+    c.dtype = dtype("--dtype", &a.dtype, Dtype::Bf16)?;
+    c.kv_dtype = dtype("--kv-dtype", &a.kv_dtype, Dtype::Bf16)?;
+    c.max_num_seqs = a.max_num_seqs.unwrap_or(c.max_num_seqs);
+    c.max_batched_tokens = a.max_batched_tokens.unwrap_or(c.max_batched_tokens);
+    c.gpu_memory_utilization =
+        fraction("--gpu-memory-utilization", a.gpu_memory_utilization, c.gpu_memory_utilization)?;
+    c.block_size = a.block_size.unwrap_or(c.block_size);
+    c.chunked_prefill = a.chunked_prefill;
+    if a.max_waiting == Some(0) {
+        return Err(usage("--max-waiting", "must be at least 1"));
     }
-
-    /// A few words: model, GPUs, weight format.
-    pub fn short(&self) -> String {
-        let c = &self.config;
-        format!("{} on {}× {} ({})", c.model.name, c.tp, c.gpu.name, c.dtype.name())
+    c.max_waiting = a.max_waiting.unwrap_or(c.max_waiting);
+    for (flag, v) in [("--mfu", a.mfu), ("--mbu", a.mbu)] {
+        if v.is_some_and(|x| x < 0.01) {
+            return Err(usage(flag, "must be at least 0.01 (a utilization, like 0.38)"));
+        }
     }
-
-    /// One line: what is modelled.
-    pub fn describe(&self) -> String {
-        let c = &self.config;
-        format!(
-            "{} on {}× {} ({} weights, {} KV, {} KV blocks of {} = {} tokens)",
-            c.model.name,
-            c.tp,
-            c.gpu.name,
-            c.dtype.name(),
-            c.kv_dtype.name(),
-            self.memory.kv_blocks,
-            c.block_size,
-            self.memory.kv_tokens
-        )
+    c.efficiency.mfu = fraction("--mfu", a.mfu, c.efficiency.mfu)?;
+    c.efficiency.mbu = fraction("--mbu", a.mbu, c.efficiency.mbu)?;
+    if let Some(d) = &a.step_overhead {
+        c.efficiency.step_overhead_s = parse_duration("--step-overhead", d)?.as_secs_f64();
     }
+    if let Some(d) = &a.seq_overhead {
+        c.efficiency.seq_overhead_s = parse_duration("--seq-overhead", d)?.as_secs_f64();
+    }
+    if let Some(d) = &a.ingest_overhead {
+        c.efficiency.ingest_s = parse_duration("--ingest-overhead", d)?.as_secs_f64();
+    }
+    if let Some(d) = &a.ingest_per_token {
+        c.efficiency.ingest_per_token_s = parse_duration("--ingest-per-token", d)?.as_secs_f64();
+    }
+    EnginePlan::new(c).map_err(|e| UsageError(e.to_string()))
 }
 
-/// What `bench` measures.
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum TargetPlan {
-    /// A server at a URL.
-    Url { url: String },
-    /// The engine model, served in-process on a loopback port.
-    Embedded { engine: Box<EnginePlan> },
+/// A validated plan, with what it names loaded.
+pub struct Planned {
+    pub plan: RunPlan,
+    pub res: Resources,
+    /// `--ca-cert`'s contents.
+    pub ca_pem: Option<Vec<u8>>,
+    /// No progress bar (`-q`).
+    pub quiet: bool,
 }
 
 /// A validated `goodput bench`.
-#[derive(Clone, Debug, Serialize)]
-pub struct BenchPlan {
-    pub target: TargetPlan,
-    pub api: Api,
-    /// `None`: ask the server.
-    pub model: Option<String>,
-    pub api_key_env: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ca_cert: Option<std::path::PathBuf>,
-    /// The CA file's contents.
-    #[serde(skip)]
-    pub ca_pem: Option<Vec<u8>>,
-    pub ignore_eos: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Resends after a failure before any content (0: each request is sent once).
-    pub retries: u32,
-    pub load: LoadPlan,
-    pub workload: WorkloadPlan,
-    pub timeouts: Timeouts,
-    pub slo: SloPlan,
-    pub output: OutputPlan,
-}
-
-impl BenchPlan {
-    pub fn from_args(a: &BenchArgs) -> Result<Self, UsageError> {
-        let target = match &a.url {
-            Some(u) => {
-                if a.engine != EngineArgs::default() {
-                    return Err(usage(
-                        "--url",
-                        "engine flags (--gpu, --tp, --dtype, …) describe the embedded engine: drop them or drop --url",
-                    ));
-                }
-                TargetPlan::Url { url: goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))? }
+pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
+    let target = match &a.url {
+        Some(u) => {
+            if a.engine != EngineArgs::default() {
+                return Err(usage(
+                    "--url",
+                    "engine flags (--gpu, --tp, --dtype, …) describe the embedded engine: drop them or drop --url",
+                ));
             }
-            None => TargetPlan::Embedded { engine: Box::new(EnginePlan::from_args(a.model.as_deref(), &a.engine)?) },
-        };
-        let extra_body = match &a.extra_body {
-            Some(j) => match serde_json::from_str::<serde_json::Value>(j) {
-                Ok(serde_json::Value::Object(m)) => Some(m),
-                _ => {
-                    return Err(usage("--extra-body", "expected a JSON object, e.g. '{\"temperature\": 0}'"));
-                }
-            },
-            None => None,
-        };
-        if a.api_key_env.is_empty() {
-            return Err(usage("--api-key-env", "expected an environment variable name"));
+            TargetPlan::Url { url: goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))? }
         }
-        let (load, workload) = load_and_workload(&a.load, &a.workload)?;
-        if let TargetPlan::Embedded { engine } = &target {
-            check_workload_fits(engine, &workload)?;
-        }
-        let ca_pem = match &a.ca_cert {
-            Some(p) => {
-                if a.url.is_none() {
-                    return Err(usage("--ca-cert", "applies to an https --url"));
-                }
-                Some(std::fs::read(p).map_err(|e| usage("--ca-cert", format!("cannot read {}: {e}", p.display())))?)
+        None => TargetPlan::Embedded { engine: Box::new(engine_plan(a.model.as_deref(), &a.engine)?) },
+    };
+    let extra_body = match &a.extra_body {
+        Some(j) => match serde_json::from_str::<serde_json::Value>(j) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => {
+                return Err(usage("--extra-body", "expected a JSON object, e.g. '{\"temperature\": 0}'"));
             }
-            None => None,
-        };
-        let output = OutputPlan::from_args(&a.output)?;
-        distinct_files(&load, &a.workload, &output)?;
-        Ok(BenchPlan {
-            ca_cert: a.ca_cert.clone(),
-            ca_pem,
-            target,
-            api: match a.api {
-                ApiArg::Completions => Api::Completions,
-                ApiArg::Chat => Api::Chat,
-            },
-            model: a.model.clone(),
-            api_key_env: a.api_key_env.clone(),
-            ignore_eos: !a.no_ignore_eos,
-            extra_body,
-            retries: a.retries,
-            workload,
-            load,
-            timeouts: a.timeouts.plan()?,
-            slo: SloPlan::from_args(&a.slo)?,
-            output,
-        })
+        },
+        None => None,
+    };
+    if a.api_key_env.is_empty() {
+        return Err(usage("--api-key-env", "expected an environment variable name"));
     }
+    let (load, workload, res) = load_and_workload(&a.load, &a.workload)?;
+    if let TargetPlan::Embedded { engine } = &target {
+        check_workload_fits(engine, &workload)?;
+    }
+    let ca_pem = match &a.ca_cert {
+        Some(p) => {
+            if a.url.is_none() {
+                return Err(usage("--ca-cert", "applies to an https --url"));
+            }
+            Some(std::fs::read(p).map_err(|e| usage("--ca-cert", format!("cannot read {}: {e}", p.display())))?)
+        }
+        None => None,
+    };
+    let output = output_plan(&a.output)?;
+    distinct_files(&load, &a.workload, &output)?;
+    let plan = RunPlan {
+        ca_cert: a.ca_cert.clone(),
+        target: Some(target),
+        engine: None,
+        api: Some(a.api),
+        model: a.model.clone(),
+        api_key_env: Some(a.api_key_env.clone()),
+        ignore_eos: !a.no_ignore_eos,
+        extra_body,
+        retries: Some(a.retries),
+        workload,
+        load,
+        timeouts: Some(a.timeouts.plan()?),
+        slo: slo_plan(&a.slo)?,
+        output,
+    };
+    Ok(Planned { plan, res, ca_pem, quiet: a.output.quiet })
 }
-
-/// A validated `goodput sim`.
-#[derive(Clone, Debug, Serialize)]
-pub struct SimPlan {
-    pub engine: EnginePlan,
-    pub ignore_eos: bool,
-    pub load: LoadPlan,
-    pub workload: WorkloadPlan,
-    pub slo: SloPlan,
-    pub output: OutputPlan,
-}
-
-/// Most requests one simulated run holds (each record is kept, about 1 KB).
-pub(crate) const MAX_SIM_REQUESTS: u64 = 5_000_000;
 
 /// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
 /// the token budget without chunked prefill, over the context, over the KV cache), naming the
 /// flag, instead of a run where all requests fail.
 fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), UsageError> {
-    if !matches!(w.spec.source, Source::Synthetic) {
+    if w.spec.source.kind != "synthetic" {
         return Ok(());
     }
     let prompt = w.spec.input_tokens.min().saturating_add(w.spec.prefix_tokens);
@@ -818,18 +615,40 @@ fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), Usag
     })
 }
 
-impl SimPlan {
-    pub fn from_args(a: &SimArgs) -> Result<Self, UsageError> {
-        let (load, workload) = load_and_workload(&a.load, &a.workload)?;
-        if load.requests.is_some_and(|n| n > MAX_SIM_REQUESTS) {
-            return Err(usage("--requests", format!("at most {MAX_SIM_REQUESTS} in one simulated run")));
-        }
-        let engine = EnginePlan::from_args(a.model.as_deref(), &a.engine)?;
-        check_workload_fits(&engine, &workload)?;
-        let output = OutputPlan::from_args(&a.output)?;
-        distinct_files(&load, &a.workload, &output)?;
-        Ok(SimPlan { engine, ignore_eos: !a.no_ignore_eos, workload, load, slo: SloPlan::from_args(&a.slo)?, output })
+/// A validated `goodput sim`.
+pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
+    if a.api.is_some() {
+        return Err(usage(
+            "--api",
+            "sim has no API: it simulates the engine, not its HTTP layer (drop --api; bench takes it)",
+        ));
     }
+    let (load, workload, res) = load_and_workload(&a.load, &a.workload)?;
+    let max = goodput_stage::MAX_SIM_REQUESTS;
+    if load.requests.is_some_and(|n| n > max) {
+        return Err(usage("--requests", format!("at most {max} in one simulated run")));
+    }
+    let engine = engine_plan(a.model.as_deref(), &a.engine)?;
+    check_workload_fits(&engine, &workload)?;
+    let output = output_plan(&a.output)?;
+    distinct_files(&load, &a.workload, &output)?;
+    let plan = RunPlan {
+        target: None,
+        engine: Some(engine),
+        api: None,
+        model: None,
+        api_key_env: None,
+        ca_cert: None,
+        ignore_eos: !a.no_ignore_eos,
+        extra_body: None,
+        retries: None,
+        load,
+        workload,
+        timeouts: None,
+        slo: slo_plan(&a.slo)?,
+        output,
+    };
+    Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet })
 }
 
 #[cfg(test)]
@@ -838,12 +657,12 @@ mod tests {
     use crate::args::Cli;
     use clap::Parser;
 
-    fn bench(args: &[&str]) -> Result<BenchPlan, UsageError> {
+    fn bench(args: &[&str]) -> Result<RunPlan, UsageError> {
         let mut v = vec!["goodput", "bench"];
         v.extend_from_slice(args);
         let cli = Cli::try_parse_from(v).expect("clap parse");
         let crate::args::Command::Bench(b) = cli.command else { panic!("bench") };
-        BenchPlan::from_args(&b)
+        super::bench(&b).map(|p| p.plan)
     }
 
     #[test]
@@ -858,7 +677,7 @@ mod tests {
     #[test]
     fn defaults() {
         let p = bench(&["--url", "http://127.0.0.1:9/v1/"]).unwrap();
-        assert!(matches!(&p.target, TargetPlan::Url { url } if url == "http://127.0.0.1:9"));
+        assert!(matches!(&p.target, Some(TargetPlan::Url { url }) if url == "http://127.0.0.1:9"));
         assert_eq!(p.load.requests, Some(100));
         assert!(p.ignore_eos);
         assert_eq!(p.workload.spec.input_tokens, LengthDist::Fixed(512));
@@ -869,7 +688,7 @@ mod tests {
     fn rate_and_duration() {
         let p = bench(&["--url", "http://h:1", "--rate", "2.5", "--duration", "30s"]).unwrap();
         assert_eq!(p.load.requests, None);
-        assert_eq!(p.load.offered_rate(), Some(2.5));
+        assert_eq!(p.load.load.offered_rate(), Some(2.5));
         let p = bench(&["--url", "http://h:1", "--rate", "inf"]).unwrap();
         assert!(matches!(p.load.load, Load::Open { arrivals: Arrivals::AllAtOnce, .. }));
     }
@@ -953,12 +772,12 @@ mod tests {
     #[test]
     fn embedded_engine_by_default() {
         let p = bench(&[]).unwrap();
-        let TargetPlan::Embedded { engine } = &p.target else { panic!("embedded") };
+        let Some(TargetPlan::Embedded { engine }) = &p.target else { panic!("embedded") };
         assert_eq!(engine.config.model.name, "llama-3.1-8b");
         assert_eq!(engine.config.gpu.name, "h100");
         assert!(engine.memory.kv_blocks > 0);
         let p = bench(&["--model", "llama-2-70b", "--gpu", "h100", "--tp", "2", "--dtype", "fp8"]).unwrap();
-        let TargetPlan::Embedded { engine } = &p.target else { panic!("embedded") };
+        let Some(TargetPlan::Embedded { engine }) = &p.target else { panic!("embedded") };
         assert_eq!((engine.config.tp, engine.config.dtype), (2, Dtype::Fp8));
     }
 

@@ -8,10 +8,10 @@ use tokio::net::TcpListener;
 
 use crate::Outcome;
 use crate::args::ServeArgs;
-use crate::plan::{EnginePlan, UsageError};
+use crate::plan::{UsageError, engine_plan};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
-    let plan = EnginePlan::from_args(args.model.as_deref(), &args.engine)?;
+    let plan = engine_plan(args.model.as_deref(), &args.engine)?;
     let tk = Tokenizer::load(args.tokenizer.as_deref()).map_err(|e| UsageError(format!("--tokenizer: {e}")))?;
     if args.max_body_bytes == 0 {
         return Err(UsageError("--max-body-bytes: must be at least 1".into()).into());

@@ -78,35 +78,7 @@ impl Cancel {
     }
 }
 
-/// Per-request timeouts.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Timeouts {
-    #[serde(with = "secs")]
-    pub connect: Duration,
-    #[serde(with = "secs")]
-    pub first_token: Duration,
-    #[serde(with = "secs")]
-    pub idle: Duration,
-    #[serde(with = "secs")]
-    pub total: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(10),
-            first_token: Duration::from_secs(300),
-            idle: Duration::from_secs(60),
-            total: Duration::from_secs(1800),
-        }
-    }
-}
-
-mod secs {
-    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64())
-    }
-}
+pub use goodput_results::Timeouts;
 
 pub type Body = Full<Bytes>;
 pub type Response = http::Response<hyper::body::Incoming>;

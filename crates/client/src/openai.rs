@@ -2,26 +2,10 @@
 //! the classification of each streamed chunk.
 
 use goodput_workload::Message;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// Which endpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    #[default]
-    Completions,
-    Chat,
-}
-
-impl Api {
-    pub fn path(self) -> &'static str {
-        match self {
-            Api::Completions => "/v1/completions",
-            Api::Chat => "/v1/chat/completions",
-        }
-    }
-}
+pub use goodput_results::Api;
 
 /// The request body for one turn.
 pub fn request_body(

@@ -1,13 +1,14 @@
 //! Engine configuration, its validation, and the memory plan (how many KV blocks fit).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
 use crate::catalog::{Dtype, Gpu, ModelArch};
 
 /// Efficiency factors of the step-time model, calibrated against published serving figures
 /// (see `docs/engine.md` and the `calibration` bench).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Efficiency {
     /// Model FLOPs utilization: achieved / peak FLOP/s for the batch's matrix work.
     pub mfu: f64,
@@ -45,7 +46,7 @@ impl Default for Efficiency {
 }
 
 /// Everything that defines a modelled engine.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EngineConfig {
     pub model: ModelArch,
     pub gpu: Gpu,
@@ -67,6 +68,7 @@ pub struct EngineConfig {
     /// Most requests waiting for admission; beyond it new requests are refused (HTTP 429).
     pub max_waiting: usize,
     /// Keep computed KV blocks by content hash and reuse them for requests that share a prefix.
+    #[serde(default)]
     pub prefix_caching: bool,
     pub efficiency: Efficiency,
 }
@@ -93,7 +95,7 @@ impl EngineConfig {
 }
 
 /// How the GPU memory of one tensor-parallel shard is spent.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPlan {
     /// Memory the engine may use per GPU (`memory × utilization`), GB.
     pub usable_gb: f64,

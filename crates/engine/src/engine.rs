@@ -106,6 +106,9 @@ pub struct EngineStats {
     pub max_kv_utilization: f64,
     /// Share of allocated KV slots not holding a token (internal fragmentation), time-weighted.
     pub mean_kv_fragmentation: f64,
+    /// Iterations the real-time driver started more than 5 ms late (the host was busy).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_steps: u64,
     /// Prefix-cache lookups, hits and evictions (blocks), when prefix caching is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<CacheCounters>,
@@ -115,6 +118,10 @@ pub struct EngineStats {
     series_every: u64,
     #[serde(skip)]
     sums: [f64; 4],
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl EngineStats {

@@ -184,6 +184,25 @@ impl Slo {
     pub fn describe(&self) -> String {
         self.predicates.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.predicates.is_empty()
+    }
+}
+
+/// As the list of its predicates' text forms (`["p99(ttft)<=2s", …]`).
+impl Serialize for Slo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.predicates.iter().map(|p| p.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for Slo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let texts = Vec::<String>::deserialize(d)?;
+        let predicates = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Predicate>, String>>();
+        predicates.map(|predicates| Slo { predicates }).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Parameters of the smoothed goodput (our reading-pace model).
@@ -263,7 +282,7 @@ pub fn fluidity(token_ms: impl IntoIterator<Item = f64>, t0_ms: f64, tau_ms: f64
 /// How a percentile bound fared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum SloVerdict {
     Met,
     Missed,
     NotEnoughEvidence,
@@ -286,7 +305,7 @@ pub struct PercentileVerdict {
     pub n: u64,
     /// Attempted requests over the limit (failures included).
     pub over: u64,
-    pub verdict: Verdict,
+    pub verdict: SloVerdict,
 }
 
 /// The SLO part of a summary.
@@ -391,11 +410,11 @@ pub fn evaluate(
         let (lo, hi) = (l.map(|r| vals[(r - 1) as usize]), u.map(|r| vals[(r - 1) as usize]));
         // met: even the interval's upper end is within the limit; missed: even its lower end is over
         let verdict = if hi.is_some_and(|h| h <= p.limit_ms) {
-            Verdict::Met
+            SloVerdict::Met
         } else if lo.is_some_and(|l| l > p.limit_ms) {
-            Verdict::Missed
+            SloVerdict::Missed
         } else {
-            Verdict::NotEnoughEvidence
+            SloVerdict::NotEnoughEvidence
         };
         percentiles.push(PercentileVerdict {
             predicate: p.to_string(),
@@ -518,21 +537,21 @@ mod tests {
         // 40 requests all at 50 ms: clearly met
         let fast: Vec<_> = (0..40).map(|_| rec(50.0, 10.0, 2)).collect();
         let s = evaluate(&slo, None, &fast, &[true; 40], 1.0, PercentileMethod::Linear);
-        assert_eq!(s.percentiles[0].verdict, Verdict::Met);
+        assert_eq!(s.percentiles[0].verdict, SloVerdict::Met);
         // 40 at 500 ms: clearly missed
         let slow: Vec<_> = (0..40).map(|_| rec(500.0, 10.0, 2)).collect();
         let s = evaluate(&slo, None, &slow, &[true; 40], 1.0, PercentileMethod::Linear);
-        assert_eq!(s.percentiles[0].verdict, Verdict::Missed);
+        assert_eq!(s.percentiles[0].verdict, SloVerdict::Missed);
         // 4 requests: too few to tell
         let s = evaluate(&slo, None, &fast[..4], &[true; 4], 1.0, PercentileMethod::Linear);
-        assert_eq!(s.percentiles[0].verdict, Verdict::NotEnoughEvidence);
+        assert_eq!(s.percentiles[0].verdict, SloVerdict::NotEnoughEvidence);
         // failures count as over the limit: 30 fast and 10 failed still meet p50, not p90
         let mut mixed: Vec<_> = (0..30).map(|_| rec(50.0, 10.0, 2)).collect();
         mixed.extend((0..10).map(|_| failed()));
         let slo = Slo::parse("p50(ttft)<=100ms,p90(ttft)<=100ms").unwrap();
         let s = evaluate(&slo, None, &mixed, &[true; 40], 1.0, PercentileMethod::Linear);
-        assert_eq!(s.percentiles[0].verdict, Verdict::Met);
-        assert_eq!(s.percentiles[1].verdict, Verdict::Missed);
+        assert_eq!(s.percentiles[0].verdict, SloVerdict::Met);
+        assert_eq!(s.percentiles[1].verdict, SloVerdict::Missed);
         assert_eq!(s.percentiles[1].over, 10);
     }
 

@@ -21,6 +21,25 @@ pub enum PercentileMethod {
     NearestRank,
 }
 
+impl PercentileMethod {
+    /// Every method, its name and what it does.
+    pub const ALL: [(PercentileMethod, &'static str, &'static str); 2] = [
+        (PercentileMethod::Linear, "linear", "Linear interpolation between closest ranks (NumPy's default)."),
+        (PercentileMethod::NearestRank, "nearest-rank", "The ceil(p·n)-th smallest sample."),
+    ];
+}
+
+impl std::str::FromStr for PercentileMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .find(|(_, n, _)| *n == s.trim())
+            .map(|(m, ..)| *m)
+            .ok_or_else(|| format!("unknown percentile method `{s}`; expected linear or nearest-rank"))
+    }
+}
+
 /// A multiset of samples, each with an integer weight.
 #[derive(Clone, Debug, Default)]
 pub struct Samples {

@@ -90,10 +90,44 @@ pub struct TokenCounts {
     pub output_len_mismatch: u64,
 }
 
+/// What a warning is about (serialized as its snake_case name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningCode {
+    /// The load generator did not apply the load asked for.
+    ClientBound,
+    /// Our tokenizer's counts were skipped for some requests.
+    CountsSkipped,
+    /// Output token counts differ from the server's by more than 5%.
+    TokenCountMismatch,
+    /// Prompt token counts differ from the server's by more than 5%.
+    InputTokenCountMismatch,
+    /// With `ignore_eos`, some replies had another length than asked for.
+    OutputLength,
+    /// Percentiles resting on too few samples.
+    FewSamples,
+    /// Some requests failed.
+    FailedRequests,
+}
+
+impl WarningCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarningCode::ClientBound => "client_bound",
+            WarningCode::CountsSkipped => "counts_skipped",
+            WarningCode::TokenCountMismatch => "token_count_mismatch",
+            WarningCode::InputTokenCountMismatch => "input_token_count_mismatch",
+            WarningCode::OutputLength => "output_length",
+            WarningCode::FewSamples => "few_samples",
+            WarningCode::FailedRequests => "failed_requests",
+        }
+    }
+}
+
 /// A condition the reader must know about to trust the numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Warning {
-    pub code: String,
+    pub code: WarningCode,
     pub message: String,
 }
 
@@ -119,7 +153,7 @@ pub const GAP_SHARE_LIMIT: f64 = 0.05;
 /// Whether the load generator kept up with its schedule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum ClientVerdict {
     #[default]
     Ok,
     ClientBound,
@@ -132,7 +166,7 @@ pub struct Summary {
     pub attempted: u64,
     pub completed: u64,
     pub failed: u64,
-    pub failed_by_class: BTreeMap<String, u64>,
+    pub failed_by_class: BTreeMap<ErrorClass, u64>,
     /// Records left out of the measured set (warm-up, cool-down, never sent, cancelled).
     pub excluded: u64,
     /// Requests we cancelled ourselves (Ctrl-C, `--max-errors`): incomplete measurements, not
@@ -152,7 +186,7 @@ pub struct Summary {
     /// Requests per second the schedule offered (open loop) and the send rate achieved.
     pub offered_rate: Option<f64>,
     pub achieved_rate: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: ClientVerdict,
     pub ttft_ms: Distribution,
     pub ttft_sched_ms: Distribution,
     pub tpot_ms: Distribution,
@@ -265,7 +299,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         match &r.error {
             Some(e) => {
                 s.failed += 1;
-                *s.failed_by_class.entry(e.class.as_str().to_string()).or_default() += 1;
+                *s.failed_by_class.entry(e.class).or_default() += 1;
                 continue;
             }
             None => s.completed += 1,
@@ -489,10 +523,10 @@ fn load_check(records: &[RequestRecord], users: usize) -> (Samples, Option<LoadC
 /// uses the schedule actually drawn (not the nominal rate, which a short random schedule misses
 /// by chance) and send times less cap waits (a concurrency cap is the server's slowness showing,
 /// not the client's).
-fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Verdict {
+fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> ClientVerdict {
     if opts.closed_loop.is_some() {
         let held_back = s.load_check.is_some_and(|c| c.gap_share > GAP_SHARE_LIMIT);
-        return if held_back { Verdict::ClientBound } else { Verdict::Ok };
+        return if held_back { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
     }
     let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
     let scheduled = opts.offered_rate.is_some() || opts.offered_is_drawn;
@@ -500,13 +534,13 @@ fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, clie
         (true, Some(want), Some(got)) => got < 0.97 * want,
         _ => false,
     };
-    if lagged || slow { Verdict::ClientBound } else { Verdict::Ok }
+    if lagged || slow { ClientVerdict::ClientBound } else { ClientVerdict::Ok }
 }
 
 fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
     let mut w = Vec::new();
-    let mut add = |code: &str, message: String| w.push(Warning { code: code.into(), message });
-    if let (Verdict::ClientBound, Some(c)) = (s.verdict, &s.load_check) {
+    let mut add = |code: WarningCode, message: String| w.push(Warning { code, message });
+    if let (ClientVerdict::ClientBound, Some(c)) = (s.verdict, &s.load_check) {
         let load = match (c.mean_in_flight, c.mean_thinking) {
             (Some(f), Some(t)) if t > 0.005 => {
                 format!("; mean in flight {f:.1}, thinking {t:.1}, of {} users", c.requested_concurrency)
@@ -515,7 +549,7 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
             _ => String::new(),
         };
         add(
-            "client_bound",
+            WarningCode::ClientBound,
             format!(
                 "the load generator did not keep its {} users busy: they spent {:.1}% of their time waiting for the client \
                  between a reply and their next send (worker gap p50 {:.3} ms, p99 {:.3} ms{load}): results describe a \
@@ -526,13 +560,13 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
                 s.worker_gap_ms.p99.unwrap_or(0.0),
             ),
         );
-    } else if s.verdict == Verdict::ClientBound {
+    } else if s.verdict == ClientVerdict::ClientBound {
         let rates = match (s.offered_rate, s.achieved_rate) {
             (Some(o), Some(a)) => format!(", sent {a:.2} of {o:.2} req/s offered"),
             _ => String::new(),
         };
         add(
-            "client_bound",
+            WarningCode::ClientBound,
             format!(
                 "the load generator fell behind its schedule (lag p99 {:.2} ms{rates}): results understate the server",
                 s.schedule_lag_ms.p99.unwrap_or(0.0),
@@ -543,7 +577,7 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
         && p.abs() > 5.0
     {
         add(
-            "token_count_mismatch",
+            WarningCode::TokenCountMismatch,
             format!(
                 "our tokenizer counts {:+.1}% output tokens vs the server's usage over {} requests: \
                  pass --tokenizer with the served model's tokenizer.json",
@@ -556,7 +590,7 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
         && opts.compare_input_counts
     {
         add(
-            "input_token_count_mismatch",
+            WarningCode::InputTokenCountMismatch,
             format!(
                 "our tokenizer counts {:+.1}% prompt tokens vs the server's usage over {} requests: pass --tokenizer \
                  with the served model's tokenizer.json",
@@ -566,7 +600,7 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
     }
     if opts.expect_exact_output && s.token_counts.output_len_mismatch > 0 {
         add(
-            "output_length",
+            WarningCode::OutputLength,
             format!(
                 "{} successful requests received a different number of output tokens than requested \
                  (does the server honour ignore_eos / min_tokens?)",
@@ -609,7 +643,7 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
             })
             .collect();
         add(
-            "few_samples",
+            WarningCode::FewSamples,
             format!(
                 "{} rest on fewer than 10/(1 - p) samples: read them with their confidence intervals",
                 parts.join("; ")
@@ -618,7 +652,7 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
     }
     if s.counts_skipped > 0 {
         add(
-            "counts_skipped",
+            WarningCode::CountsSkipped,
             format!(
                 "our tokenizer's counts were skipped for {} requests (the client's bookkeeping fell behind, or the run \
                  ended first): those use the server's usage counts, and one token per event where it gave none",
@@ -627,8 +661,11 @@ fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
         );
     }
     if s.failed > 0 {
-        let classes: Vec<String> = s.failed_by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        add("failed_requests", format!("{} of {} requests failed ({})", s.failed, s.attempted, classes.join(", ")));
+        let classes: Vec<String> = s.failed_by_class.iter().map(|(k, v)| format!("{}: {v}", k.as_str())).collect();
+        add(
+            WarningCode::FailedRequests,
+            format!("{} of {} requests failed ({})", s.failed, s.attempted, classes.join(", ")),
+        );
     }
     w
 }
@@ -669,7 +706,7 @@ mod tests {
         };
         let s = summarize(&[r0, r1, r2], &SummaryOptions::new());
         assert_eq!((s.attempted, s.completed, s.failed), (3, 2, 1));
-        assert_eq!(s.failed_by_class.get("http_status"), Some(&1));
+        assert_eq!(s.failed_by_class.get(&ErrorClass::HttpStatus), Some(&1));
         assert_eq!(s.window, Window { start_ms: 0.0, end_ms: 1000.0 });
         assert_eq!(s.duration_s, 1.0);
         assert_eq!(s.request_throughput, 2.0);
@@ -697,7 +734,7 @@ mod tests {
              p50, p90, p95, p99 of ITL, chunk ITL (n=3) rest on fewer than 10/(1 - p) samples: \
              read them with their confidence intervals"
         );
-        assert_eq!(s.verdict, Verdict::Ok);
+        assert_eq!(s.verdict, ClientVerdict::Ok);
     }
 
     #[test]
@@ -765,8 +802,8 @@ mod tests {
         }
         let s = summarize(&recs, &SummaryOptions::new());
         assert_eq!(s.schedule_lag_ms.p99, Some(5.0));
-        assert_eq!(s.verdict, Verdict::ClientBound);
-        assert_eq!(s.warnings[0].code, "client_bound");
+        assert_eq!(s.verdict, ClientVerdict::ClientBound);
+        assert_eq!(s.warnings[0].code, WarningCode::ClientBound);
     }
 
     #[test]
@@ -792,7 +829,7 @@ mod tests {
         // both users active from 0 to 20 ms: in flight 10 + 9 and 5 + 14.5 ms
         assert!((c.mean_in_flight.unwrap() - 38.5 / 20.0).abs() < 1e-12);
         assert_eq!(c.mean_thinking, Some(0.0));
-        assert_eq!(s.verdict, Verdict::ClientBound);
+        assert_eq!(s.verdict, ClientVerdict::ClientBound);
         assert!(s.warnings[0].message.contains("did not keep its 2 users busy"), "{}", s.warnings[0].message);
         // a closed loop's achieved rate is sends per second of the window: 4 over 20 ms
         assert_eq!(s.achieved_rate, Some(200.0));
@@ -800,7 +837,7 @@ mod tests {
         recs[2].sent_ms = Some(10.01);
         recs[3].sent_ms = Some(5.01);
         let s = summarize(&recs, &opts);
-        assert_eq!(s.verdict, Verdict::Ok);
+        assert_eq!(s.verdict, ClientVerdict::Ok);
         assert!(s.load_check.unwrap().gap_share < 0.002);
     }
 
@@ -811,16 +848,19 @@ mod tests {
         r.output_tokens_server = Some(100);
         let s = summarize(&[r], &SummaryOptions::new());
         assert_eq!(s.token_counts.output.diff_pct, Some(10.0));
-        assert!(s.warnings.iter().any(|w| w.code == "token_count_mismatch"));
-        assert!(!s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"));
+        assert!(s.warnings.iter().any(|w| w.code == WarningCode::TokenCountMismatch));
+        assert!(!s.warnings.iter().any(|w| w.code == WarningCode::InputTokenCountMismatch));
         // prompts: 80 counted here vs 100 by the server is −20%
         let mut r = ok(0, 0.0, 0.0, &[1.0, 2.0], 1);
         r.input_tokens_client = Some(80);
         r.input_tokens_server = Some(100);
         let s = summarize(&[r.clone()], &SummaryOptions::new());
         assert_eq!(s.token_counts.input.diff_pct, Some(-20.0));
-        assert!(!s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"), "chat: the template differs");
+        assert!(
+            !s.warnings.iter().any(|w| w.code == WarningCode::InputTokenCountMismatch),
+            "chat: the template differs"
+        );
         let s = summarize(&[r], &SummaryOptions { compare_input_counts: true, ..SummaryOptions::new() });
-        assert!(s.warnings.iter().any(|w| w.code == "input_token_count_mismatch"));
+        assert!(s.warnings.iter().any(|w| w.code == WarningCode::InputTokenCountMismatch));
     }
 }

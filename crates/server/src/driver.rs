@@ -135,7 +135,9 @@ fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: 
                 sinks.remove(&id);
             }
             Cmd::Stats(tx) => {
-                let _ = tx.send(engine.stats());
+                let mut stats = engine.stats();
+                stats.late_steps = late.load(std::sync::atomic::Ordering::Relaxed);
+                let _ = tx.send(stats);
             }
             Cmd::Stop => return false,
         }

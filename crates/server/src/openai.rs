@@ -3,6 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use goodput_results::Api;
 use serde_json::{Value, json};
 
 /// An OpenAI-style error response: `{"error": {"message", "type", "code"}}`.
@@ -47,17 +48,10 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Which endpoint a request came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    Completions,
-    Chat,
-}
-
 /// A validated generation request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GenRequest {
-    pub endpoint: Endpoint,
+    pub endpoint: Api,
     pub model: String,
     /// The prompt text (completions) or the messages' contents (chat), for counting.
     pub texts: Vec<String>,
@@ -89,7 +83,7 @@ fn boolean(v: &Value, field: &str) -> Result<bool, ApiError> {
 }
 
 /// Parses and validates a request body.
-pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<GenRequest, ApiError> {
+pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
     let v: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     if !v.is_object() {
@@ -101,7 +95,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<GenRequest, ApiError> {
         None => return Err(ApiError::bad_request("missing required field `model`")),
     };
     let texts = match endpoint {
-        Endpoint::Completions => match v.get("prompt") {
+        Api::Completions => match v.get("prompt") {
             Some(Value::String(s)) => vec![s.clone()],
             Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
                 vec![a[0].as_str().unwrap_or_default().to_string()]
@@ -112,7 +106,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<GenRequest, ApiError> {
             Some(_) => return Err(ApiError::bad_request("`prompt` must be a string")),
             None => return Err(ApiError::bad_request("missing required field `prompt`")),
         },
-        Endpoint::Chat => {
+        Api::Chat => {
             let Some(msgs) = v.get("messages") else {
                 return Err(ApiError::bad_request("missing required field `messages`"));
             };
@@ -198,14 +192,14 @@ pub struct Chunks {
     pub id: String,
     pub created: u64,
     pub model: String,
-    pub endpoint: Endpoint,
+    pub endpoint: Api,
 }
 
 impl Chunks {
     fn object(&self) -> &'static str {
         match self.endpoint {
-            Endpoint::Completions => "text_completion",
-            Endpoint::Chat => "chat.completion.chunk",
+            Api::Completions => "text_completion",
+            Api::Chat => "chat.completion.chunk",
         }
     }
 
@@ -225,8 +219,8 @@ impl Chunks {
     /// Generated text, with the finish reason on the last one.
     pub fn text(&self, text: &str, finish: Option<&str>) -> String {
         let choice = match self.endpoint {
-            Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
-            Endpoint::Chat => {
+            Api::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+            Api::Chat => {
                 json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": finish})
             }
         };
@@ -240,14 +234,14 @@ impl Chunks {
     /// The whole response of a non-streaming request.
     pub fn full(&self, text: &str, finish: &str, prompt: u64, completion: u64) -> Value {
         let choice = match self.endpoint {
-            Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
-            Endpoint::Chat => {
+            Api::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+            Api::Chat => {
                 json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish})
             }
         };
         let object = match self.endpoint {
-            Endpoint::Completions => "text_completion",
-            Endpoint::Chat => "chat.completion",
+            Api::Completions => "text_completion",
+            Api::Chat => "chat.completion",
         };
         json!({"id": self.id, "object": object, "created": self.created, "model": self.model,
                "choices": [choice], "usage": usage(prompt, completion)})
@@ -264,12 +258,12 @@ mod tests {
 
     #[test]
     fn valid_requests() {
-        let r = parse(Endpoint::Completions, br#"{"model":"m","prompt":"hi","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"min_tokens":5}"#).unwrap();
+        let r = parse(Api::Completions, br#"{"model":"m","prompt":"hi","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"min_tokens":5}"#).unwrap();
         assert_eq!(
             (r.max_tokens, r.min_tokens, r.stream, r.include_usage, r.ignore_eos),
             (Some(5), 5, true, true, true)
         );
-        let r = parse(Endpoint::Chat, br#"{"model":"m","messages":[{"role":"system","content":"a"},{"role":"user","content":[{"type":"text","text":"b"}]}]}"#).unwrap();
+        let r = parse(Api::Chat, br#"{"model":"m","messages":[{"role":"system","content":"a"},{"role":"user","content":[{"type":"text","text":"b"}]}]}"#).unwrap();
         assert_eq!(r.texts, vec!["a", "b"]);
         assert_eq!(r.max_tokens, None);
     }
@@ -277,18 +271,18 @@ mod tests {
     #[test]
     fn invalid_requests_name_the_field() {
         for (ep, body, needle) in [
-            (Endpoint::Completions, &b"{nope"[..], "invalid JSON"),
-            (Endpoint::Completions, br#"{"prompt":"x"}"#, "`model`"),
-            (Endpoint::Completions, br#"{"model":"m"}"#, "`prompt`"),
-            (Endpoint::Completions, br#"{"model":"m","prompt":3}"#, "`prompt`"),
-            (Endpoint::Completions, br#"{"model":"m","prompt":"x","max_tokens":-1}"#, "`max_tokens`"),
-            (Endpoint::Completions, br#"{"model":"m","prompt":"x","max_tokens":0}"#, "`max_tokens`"),
-            (Endpoint::Completions, br#"{"model":"m","prompt":"x","max_tokens":2,"min_tokens":3}"#, "`min_tokens`"),
-            (Endpoint::Completions, br#"{"model":"m","prompt":"x","stream":"yes"}"#, "`stream`"),
-            (Endpoint::Completions, br#"{"model":"m","prompt":"x","n":2}"#, "`n: 1`"),
-            (Endpoint::Chat, br#"{"model":"m","messages":[]}"#, "`messages`"),
-            (Endpoint::Chat, br#"{"model":"m","messages":[{"role":"wizard","content":"x"}]}"#, "role"),
-            (Endpoint::Chat, br#"{"model":"m","messages":[{"role":"user","content":5}]}"#, "content"),
+            (Api::Completions, &b"{nope"[..], "invalid JSON"),
+            (Api::Completions, br#"{"prompt":"x"}"#, "`model`"),
+            (Api::Completions, br#"{"model":"m"}"#, "`prompt`"),
+            (Api::Completions, br#"{"model":"m","prompt":3}"#, "`prompt`"),
+            (Api::Completions, br#"{"model":"m","prompt":"x","max_tokens":-1}"#, "`max_tokens`"),
+            (Api::Completions, br#"{"model":"m","prompt":"x","max_tokens":0}"#, "`max_tokens`"),
+            (Api::Completions, br#"{"model":"m","prompt":"x","max_tokens":2,"min_tokens":3}"#, "`min_tokens`"),
+            (Api::Completions, br#"{"model":"m","prompt":"x","stream":"yes"}"#, "`stream`"),
+            (Api::Completions, br#"{"model":"m","prompt":"x","n":2}"#, "`n: 1`"),
+            (Api::Chat, br#"{"model":"m","messages":[]}"#, "`messages`"),
+            (Api::Chat, br#"{"model":"m","messages":[{"role":"wizard","content":"x"}]}"#, "role"),
+            (Api::Chat, br#"{"model":"m","messages":[{"role":"user","content":5}]}"#, "content"),
         ] {
             let e = parse(ep, body).unwrap_err();
             assert_eq!(e.status, StatusCode::BAD_REQUEST);
@@ -298,7 +292,7 @@ mod tests {
 
     #[test]
     fn chunk_shapes() {
-        let c = Chunks { id: "cmpl-1".into(), created: 1, model: "m".into(), endpoint: Endpoint::Chat };
+        let c = Chunks { id: "cmpl-1".into(), created: 1, model: "m".into(), endpoint: Api::Chat };
         let role: Value = serde_json::from_str(c.role().trim().strip_prefix("data: ").unwrap()).unwrap();
         assert_eq!(role["choices"][0]["delta"]["role"], "assistant");
         let t: Value =

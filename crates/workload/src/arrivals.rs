@@ -5,10 +5,10 @@
 
 use rand::Rng;
 use rand_distr::{Distribution, Exp, Gamma};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An arrival process.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Arrivals {
     /// Evenly spaced at `rate` req/s.

@@ -22,7 +22,7 @@ use crate::session::Message;
 pub const MOONCAKE_BLOCK: u32 = 512;
 
 /// Which format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DatasetKind {
     ShareGpt,

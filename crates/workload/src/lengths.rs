@@ -170,6 +170,14 @@ impl Serialize for LengthDist {
     }
 }
 
+/// From its text form; a `file:PATH` distribution comes back without its values (read the file
+/// to use it).
+impl<'de> serde::Deserialize<'de> for LengthDist {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::from_text(d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

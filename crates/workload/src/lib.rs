@@ -22,12 +22,12 @@ use std::sync::Arc;
 
 use goodput_tokenizer::Tokenizer;
 use rand::seq::SliceRandom;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 pub use arrivals::{ArrivalClock, Arrivals};
 pub use datasets::{Dataset, DatasetKind, Prompt};
 pub use lengths::{LengthDist, MAX_LENGTH};
-pub use load::Load;
+pub use load::{Load, Profile};
 pub use machine::{Bounds, Finished, LoadMachine, Next, Request, SessionSource};
 pub use session::{Conversation, Message, Segment, SessionSpec, TurnSpec};
 pub use think::ThinkTime;
@@ -65,6 +65,47 @@ impl Serialize for Source {
     }
 }
 
+/// What a workload's source was, as data (a result file records this, not the dataset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// `synthetic`, or the dataset's format.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Usable entries, and entries left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<usize>,
+}
+
+impl Source {
+    pub fn info(&self) -> SourceInfo {
+        match self {
+            Source::Synthetic => SourceInfo { kind: "synthetic".into(), path: None, entries: None, skipped: None },
+            Source::Dataset(d) => SourceInfo {
+                kind: serde_json::to_value(d.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                path: Some(d.path.clone()),
+                entries: Some(d.entries.len()),
+                skipped: Some(d.skipped.len()),
+            },
+        }
+    }
+}
+
+/// A value read from its text form (`FromStr`).
+pub(crate) fn from_text<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr<Err = String>,
+{
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
 /// How many turns a session has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Turns {
@@ -87,10 +128,28 @@ impl Serialize for Turns {
     }
 }
 
-/// Everything that decides the requests (not their timing).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct WorkloadSpec {
-    pub source: Source,
+impl<'de> Deserialize<'de> for Turns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u32),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(0 | 1) => Ok(Turns::One),
+            Raw::N(n) => Ok(Turns::Up(n)),
+            Raw::S(s) if s == "all" => Ok(Turns::All),
+            Raw::S(s) => Err(serde::de::Error::custom(format!("turns: expected a number or \"all\", got {s:?}"))),
+        }
+    }
+}
+
+/// Everything that decides the requests (not their timing). `S` is the source: the loaded
+/// [`Source`] at run time, its [`SourceInfo`] in a result file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadSpec<S = Source> {
+    pub source: S,
     /// Synthetic prompt lengths (and dataset entries without one).
     pub input_tokens: LengthDist,
     /// `max_tokens` when the dataset does not give an output length.
@@ -104,6 +163,23 @@ pub struct WorkloadSpec {
     /// Start over when a dataset runs out (off for trace replay).
     pub cycle: bool,
     pub seed: u64,
+}
+
+impl WorkloadSpec {
+    /// The same spec with its source described as data.
+    pub fn info(&self) -> WorkloadSpec<SourceInfo> {
+        WorkloadSpec {
+            source: self.source.info(),
+            input_tokens: self.input_tokens.clone(),
+            output_tokens: self.output_tokens.clone(),
+            prefix_groups: self.prefix_groups,
+            prefix_tokens: self.prefix_tokens,
+            turns: self.turns,
+            think_time: self.think_time.clone(),
+            cycle: self.cycle,
+            seed: self.seed,
+        }
+    }
 }
 
 impl Default for WorkloadSpec {

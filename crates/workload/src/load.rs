@@ -1,12 +1,62 @@
-//! How load is offered: closed loop (N users back to back) or open loop (an arrival process).
-//! Both the HTTP runner and the simulator read this one description.
+//! How load is offered: closed loop (N users back to back) or open loop (an arrival process),
+//! and the named profiles that choose one. Both the HTTP runner and the simulator read this one
+//! description.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::arrivals::Arrivals;
 use crate::think::ThinkTime;
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A named load profile (`--profile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    Synchronous,
+    Concurrent,
+    Constant,
+    Poisson,
+    Gamma,
+    Throughput,
+    Ramp,
+    Sweep,
+    Replay,
+}
+
+impl Profile {
+    /// Every profile, its name and what it does.
+    pub const ALL: [(Profile, &'static str, &'static str); 9] = [
+        (Profile::Synchronous, "synchronous", "One request at a time."),
+        (Profile::Concurrent, "concurrent", "N closed-loop users (--concurrency), optional --think-time."),
+        (Profile::Constant, "constant", "Evenly spaced arrivals at --rate."),
+        (Profile::Poisson, "poisson", "Poisson arrivals at --rate."),
+        (Profile::Gamma, "gamma", "Gamma inter-arrival times at --rate with --burstiness."),
+        (Profile::Throughput, "throughput", "Everything at once, bounded by --max-concurrency."),
+        (Profile::Ramp, "ramp", "Rate rising linearly from --rate-start to --rate over --ramp-duration."),
+        (Profile::Sweep, "sweep", "Synchronous, then throughput, then --sweep-points constant rates between them."),
+        (Profile::Replay, "replay", "Arrival times from the dataset, scaled by --time-scale."),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(p, ..)| *p == self).map(|(_, n, _)| *n).unwrap_or("?")
+    }
+
+    /// Whether it is an open loop (arrivals on a schedule).
+    pub fn is_open(self) -> bool {
+        !matches!(self, Profile::Synchronous | Profile::Concurrent)
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL.iter().find(|(_, n, _)| *n == s.trim()).map(|(p, ..)| *p).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|(_, n, _)| *n).collect();
+            format!("unknown profile `{s}`; known: {}", names.join(", "))
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Load {
     /// `concurrency` users, each starting its next session when the previous one ends, after a

@@ -22,7 +22,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use goodput_metrics::StopReason;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::arrivals::ArrivalClock;
 use crate::load::Load;
@@ -43,7 +43,7 @@ impl SessionSource for crate::Workload {
 }
 
 /// When a run stops sending.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bounds {
     /// Requests to send, at most.
     pub requests: Option<u64>,

@@ -103,6 +103,12 @@ impl Serialize for ThinkTime {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ThinkTime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::from_text(d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

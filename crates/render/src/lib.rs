@@ -1,11 +1,14 @@
-//! The console report: the latency table, throughputs and counts, and the warnings block.
+//! Result documents rendered for people. Everything here reads only the result document
+//! (`goodput-results`): the console report of a run (latency table, throughputs and counts, the
+//! client's self-check, goodput, warnings, engine statistics), of a sweep and of a capacity
+//! search.
 
 use std::fmt::Write;
 
 use goodput_engine::EngineStats;
-use goodput_metrics::{Distribution, Summary, Verdict};
-
-use crate::plan::EnginePlan;
+use goodput_metrics::{ClientVerdict, Distribution, SloVerdict, Summary};
+use goodput_results::{CapacityPoint, CapacityReport, EnginePlan, Run, Target};
+use goodput_workload::{Arrivals, Load};
 
 fn cell(v: Option<f64>) -> String {
     match v {
@@ -93,8 +96,8 @@ pub fn render(title: &str, s: &Summary) -> String {
         diff(tc.output.diff_pct)
     );
     let verdict = match s.verdict {
-        Verdict::Ok => "ok",
-        Verdict::ClientBound => "CLIENT-BOUND",
+        ClientVerdict::Ok => "ok",
+        ClientVerdict::ClientBound => "CLIENT-BOUND",
     };
     if let Some(c) = &s.load_check {
         let load = match (c.mean_in_flight, c.mean_thinking) {
@@ -161,9 +164,9 @@ pub fn render_slo(g: &goodput_metrics::SloSummary) -> String {
         let ci =
             |x: Option<f64>| x.map_or("?".to_string(), |v| if v.is_finite() { format!("{v:.1}") } else { "∞".into() });
         let verdict = match p.verdict {
-            goodput_metrics::slo::Verdict::Met => "met",
-            goodput_metrics::slo::Verdict::Missed => "MISSED",
-            goodput_metrics::slo::Verdict::NotEnoughEvidence => "not enough evidence",
+            SloVerdict::Met => "met",
+            SloVerdict::Missed => "MISSED",
+            SloVerdict::NotEnoughEvidence => "not enough evidence",
         };
         let _ = writeln!(
             o,
@@ -181,7 +184,7 @@ pub fn render_slo(g: &goodput_metrics::SloSummary) -> String {
 }
 
 /// The capacity search's curve.
-pub fn render_capacity(curve: &[crate::capacity::Point], target: f64) -> String {
+pub fn render_capacity_curve(curve: &[CapacityPoint], target: f64) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -215,7 +218,7 @@ pub fn render_capacity(curve: &[crate::capacity::Point], target: f64) -> String 
                 (true, false, Some(g)) => format!(" (saturated: queue grew {g:.0} ms)"),
                 (true, false, None) => " (saturated)".into(),
             },
-            if p.verdict == goodput_metrics::Verdict::ClientBound { " (client-bound)" } else { "" }
+            if p.verdict == ClientVerdict::ClientBound { " (client-bound)" } else { "" }
         );
     }
     o
@@ -231,12 +234,12 @@ pub fn stage_line(name: &str, s: &Summary) -> String {
         cell(s.tpot_ms.p50),
         s.completed,
         s.failed,
-        if s.verdict == Verdict::ClientBound { " · CLIENT-BOUND" } else { "" }
+        if s.verdict == ClientVerdict::ClientBound { " · CLIENT-BOUND" } else { "" }
     )
 }
 
 /// The sweep's stages side by side.
-pub fn render_sweep(runs: &[&goodput_metrics::result::Run]) -> String {
+pub fn render_sweep(runs: &[&Run]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -257,8 +260,8 @@ pub fn render_sweep(runs: &[&goodput_metrics::result::Run]) -> String {
             cell(s.tpot_ms.p99),
             s.output_throughput,
             match s.verdict {
-                Verdict::Ok => "ok",
-                Verdict::ClientBound => "BOUND",
+                ClientVerdict::Ok => "ok",
+                ClientVerdict::ClientBound => "BOUND",
             }
         );
     }
@@ -289,5 +292,87 @@ pub fn render_engine(p: &EnginePlan, s: &EngineStats) -> String {
         s.preemptions,
         if s.rejected > 0 { format!(" · rejected {}", s.rejected) } else { String::new() }
     );
+    if let Some(c) = &s.prefix_cache {
+        let rate = if c.queried_blocks > 0 { c.hit_blocks as f64 / c.queried_blocks as f64 * 100.0 } else { 0.0 };
+        let _ = writeln!(
+            o,
+            "  prefix cache hit rate {rate:.1}% ({} of {} blocks) · {} evicted",
+            c.hit_blocks, c.queried_blocks, c.evicted_blocks
+        );
+    }
+    if s.late_steps > 0 {
+        let _ = writeln!(
+            o,
+            "  ! the embedded engine started {} iterations more than 5 ms late (host CPU busy): its timing is less exact",
+            s.late_steps
+        );
+    }
+    o
+}
+
+/// A whole run: its title, the table and everything under it, and the engine block.
+pub fn render_run(command: &str, run: &Run) -> String {
+    let mut o = render(&title(command, run), &run.summary);
+    if let (Some(e), Some(stats)) = (run.target.engine(), &run.engine_stats) {
+        o.push_str(&render_engine(e, stats));
+    }
+    o
+}
+
+/// `goodput bench · embedded engine · model … · completions · concurrency 16 · 100 requests`.
+pub fn title(command: &str, run: &Run) -> String {
+    let load = run.load.as_ref().unwrap_or(&run.plan.load.load);
+    let model = run.target.model().unwrap_or("?");
+    match &run.target {
+        Target::Sim { .. } => format!(
+            "goodput {command} · {model} · {} · {} requests in {:.1} s of virtual time{}",
+            describe(load),
+            run.requests.len(),
+            run.summary.window.end_ms / 1000.0,
+            run.elapsed_s.map_or(String::new(), |s| format!(" ({s:.2} s to simulate)"))
+        ),
+        _ => {
+            let api = run.plan.api.map_or("", |a| a.name());
+            let bounds = match (run.plan.load.requests, run.plan.load.duration) {
+                (Some(n), Some(d)) => format!(" · {n} requests or {:.0} s", d.as_secs_f64()),
+                (Some(n), None) => format!(" · {n} requests"),
+                (None, Some(d)) => format!(" · {:.0} s", d.as_secs_f64()),
+                (None, None) => String::new(),
+            };
+            format!("goodput {command} · {} · model {model} · {api} · {}{bounds}", run.target.label(), describe(load))
+        }
+    }
+}
+
+/// A short description of a load.
+pub fn describe(load: &Load) -> String {
+    match load {
+        Load::Closed { concurrency: 1, .. } => "synchronous".into(),
+        Load::Closed { concurrency, think } if think.is_zero() => format!("concurrency {concurrency}"),
+        Load::Closed { concurrency, think } => format!("concurrency {concurrency}, think {think}"),
+        Load::Open { arrivals, max_concurrency } => {
+            let a = match arrivals {
+                Arrivals::Constant { rate } => format!("constant {rate:.2} req/s"),
+                Arrivals::Poisson { rate } => format!("poisson {rate} req/s"),
+                Arrivals::Gamma { rate, burstiness } => format!("gamma {rate} req/s, burstiness {burstiness}"),
+                Arrivals::Ramp { from, to, over_s } => format!("ramp {from}→{to} req/s over {over_s:.0} s"),
+                Arrivals::AllAtOnce => "throughput (all at once)".into(),
+                Arrivals::Replay { time_scale } => format!("replay ×{time_scale}"),
+            };
+            match max_concurrency {
+                Some(c) => format!("{a}, at most {c} in flight"),
+                None => a,
+            }
+        }
+    }
+}
+
+/// A capacity search's curve, answer and notes.
+pub fn render_capacity(c: &CapacityReport) -> String {
+    let mut o = render_capacity_curve(&c.curve, c.attainment_target);
+    let _ = writeln!(o, "\n{}", c.answer);
+    for n in &c.notes {
+        let _ = writeln!(o, "{n}");
+    }
     o
 }

@@ -1,25 +1,21 @@
-//! Result files: the JSONL log written as records finish, the result document at the end, and
-//! the progress bar.
+//! Output while and after a run: the JSONL log written as records finish, the exported schedule,
+//! the progress bar, and the result document at the end.
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use goodput_client::{Counters, Observer};
 use goodput_metrics::RequestRecord;
-use goodput_metrics::result::{ResultDoc, Run, rfc3339_utc};
+use goodput_results::{CapacityReport, ResultDoc, Run};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Appends each finished record to the JSONL log (flushed per record), each sent request to the
-/// exported schedule, and advances the bar; optionally stops a run that is clearly saturated.
+/// exported schedule, and advances the bar.
 pub struct LiveLog {
-    /// In-flight requests beyond which the run is saturated, and how to stop it.
-    pub saturation: Option<(u64, std::sync::Arc<goodput_client::CancelHandle>)>,
-    pub saturated: std::sync::atomic::AtomicBool,
     file: Option<Mutex<BufWriter<File>>>,
     schedule: Option<Mutex<BufWriter<File>>>,
     /// The sweep stage records belong to (written as `"stage"` on each JSONL line).
@@ -59,24 +55,7 @@ impl LiveLog {
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
         }
-        Ok(LiveLog {
-            saturation: None,
-            saturated: std::sync::atomic::AtomicBool::new(false),
-            file,
-            schedule,
-            stage,
-            bar,
-            recent: Mutex::new((std::time::Instant::now(), 0, 0.0)),
-        })
-    }
-
-    fn check_saturation(&self, c: &Counters) {
-        if let Some((limit, stop)) = &self.saturation
-            && c.in_flight.load(Ordering::Relaxed) > *limit
-            && !self.saturated.swap(true, Ordering::SeqCst)
-        {
-            stop.cancel();
-        }
+        Ok(LiveLog { file, schedule, stage, bar, recent: Mutex::new((std::time::Instant::now(), 0, 0.0)) })
     }
 }
 
@@ -123,8 +102,7 @@ fn write_line(f: &Mutex<BufWriter<File>>, v: &serde_json::Value) {
 }
 
 impl Observer for LiveLog {
-    fn sent(&self, meta: &RequestRecord, body: &[u8], c: &Counters) {
-        self.check_saturation(c);
+    fn sent(&self, meta: &RequestRecord, body: &[u8], _c: &Counters) {
         if let Some(f) = &self.schedule
             && let Ok(b) = serde_json::from_slice::<serde_json::Value>(body)
         {
@@ -133,7 +111,6 @@ impl Observer for LiveLog {
     }
 
     fn record(&self, r: &RequestRecord, c: &Counters) {
-        self.check_saturation(c);
         if let Some(f) = &self.file
             && let Ok(mut v) = serde_json::to_value(r)
         {
@@ -164,22 +141,24 @@ impl Observer for LiveLog {
     }
 }
 
-pub fn now_rfc3339() -> String {
-    let s = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    rfc3339_utc(s)
+/// Writes the result document.
+pub fn write_doc(path: &Path, runs: Vec<Run>, capacity: Option<CapacityReport>) -> anyhow::Result<()> {
+    let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), runs);
+    doc.capacity = capacity;
+    doc.write(path)?;
+    Ok(())
 }
 
-/// Writes the result document (to a temporary name first, so a crash never leaves half a file).
-pub fn write_doc(path: &Path, runs: Vec<Run>, capacity: Option<serde_json::Value>) -> anyhow::Result<()> {
-    let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), now_rfc3339(), runs);
-    doc.capacity = capacity;
-    let tmp: PathBuf = path.with_extension("json.tmp");
-    {
-        let mut w = BufWriter::new(File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?);
-        serde_json::to_writer_pretty(&mut w, &doc)?;
-        w.write_all(b"\n")?;
-        w.flush()?;
+/// A simulated schedule: when each request arrived and its lengths (the simulator has no text;
+/// replaying it sends synthetic prompts of those lengths).
+pub fn export_schedule(path: &Path, run: &Run) -> anyhow::Result<()> {
+    let mut f = BufWriter::new(File::create(path).with_context(|| format!("cannot create {}", path.display()))?);
+    for r in &run.requests {
+        let body = serde_json::json!({"max_tokens": r.requested_output_tokens});
+        let line = schedule_line(r.scheduled_ms, r.session, r.turn, r.input_tokens, &body);
+        serde_json::to_writer(&mut f, &line)?;
+        f.write_all(b"\n")?;
     }
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    f.flush()?;
     Ok(())
 }

@@ -1,0 +1,157 @@
+//! What `bench` and `sim` share: the target a plan names, Ctrl-C, and running the plan's stages
+//! with the console and files as they go.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use goodput_client::{Cancel, HttpClient, cancel_pair};
+use goodput_metrics::StopReason;
+use goodput_results::Run;
+use goodput_results::plan::TargetPlan;
+use goodput_stage::{AnyTarget, Control, EmbeddedTarget, SimTarget, Stage, UrlTarget, sweep};
+
+use crate::Outcome;
+use crate::output::{LiveLog, export_schedule, write_doc};
+use crate::plan::{Planned, jsonl_path};
+
+/// Ctrl-C: stop sending, let in-flight requests finish within the grace period, keep results;
+/// a second Ctrl-C exits at once.
+pub fn interrupt_on_ctrl_c() -> Cancel {
+    let (interrupt, token) = cancel_pair();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            warn!("\ninterrupted: no new requests; in-flight ones get the grace period (Ctrl-C again: stop now)");
+            interrupt.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                warn!("interrupted again: stopping now (the JSONL log has every record finished so far)");
+                std::process::exit(130);
+            }
+        }
+    });
+    token
+}
+
+/// The target a plan names: a URL (the model resolved now: `--model`, else the first id the
+/// server lists), the embedded engine, or the simulator. The plan records the model.
+pub async fn target(p: &mut Planned) -> anyhow::Result<AnyTarget> {
+    let res = p.res.clone();
+    Ok(match (p.plan.target.clone(), p.plan.engine.clone()) {
+        (Some(TargetPlan::Url { url }), _) => {
+            let key_env = p.plan.api_key_env.clone().unwrap_or_default();
+            let key = std::env::var(&key_env).ok().filter(|k| !k.is_empty());
+            let model = match &p.plan.model {
+                Some(m) => m.clone(),
+                None => {
+                    let timeouts = p.plan.timeouts.unwrap_or_default();
+                    let client =
+                        HttpClient::with_roots(&url, key.as_deref(), 1, timeouts.connect, p.ca_pem.as_deref())?;
+                    let ids =
+                        client.models(Duration::from_secs(30)).await.context("cannot pick a model (pass --model)")?;
+                    ids.into_iter().next().context("the server lists no models at /v1/models (pass --model)")?
+                }
+            };
+            p.plan.model = Some(model.clone());
+            AnyTarget::Url(UrlTarget { url, model, api_key: key, ca_pem: p.ca_pem.clone(), res })
+        }
+        (Some(TargetPlan::Embedded { engine }), _) => {
+            p.plan.model = Some(engine.config.model.name.clone());
+            let (quiet, describe) = (p.quiet, engine.describe());
+            let mut first = true;
+            let on_start: Box<dyn FnMut(&str) + Send> = Box::new(move |url: &str| {
+                if !quiet && std::mem::replace(&mut first, false) {
+                    warn!("embedded engine: {describe} at {url}");
+                }
+            });
+            AnyTarget::Embedded(EmbeddedTarget { engine: *engine, res, on_start: Some(on_start) })
+        }
+        (None, Some(engine)) => AnyTarget::Sim(SimTarget { engine, res }),
+        (None, None) => anyhow::bail!("the plan names no target"),
+    })
+}
+
+/// A stage's control: the interrupt, and the JSONL log / exported schedule / progress bar when
+/// measuring (later stages of a sweep append to the same log).
+pub fn control(p: &Planned, stage: &Stage, interrupt: &Cancel, first: &mut bool, measured: bool) -> Control {
+    let mut ctl = Control { interrupt: interrupt.clone(), ..Control::quiet() };
+    if !measured {
+        return ctl;
+    }
+    let append = !std::mem::replace(first, false);
+    let log = LiveLog::new(
+        jsonl_path(&stage.plan.output).as_deref(),
+        stage.plan.load.export_schedule.as_deref(),
+        stage.name.clone(),
+        append,
+        stage.plan.load.requests,
+        p.quiet,
+    );
+    match log {
+        Ok(log) => ctl.observer = Arc::new(log),
+        Err(e) => warn!("goodput: {e:#} (this stage's records are kept in the result document only)"),
+    }
+    ctl
+}
+
+/// Runs `bench` or `sim`: the plan's stages on `target`, each printed as it ends (a table, or a
+/// line per sweep stage and the sweep's table), then the result document.
+pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> anyhow::Result<Outcome> {
+    let interrupt = interrupt_on_ctrl_c();
+    let sweep = p.plan.load.sweep_points.is_some();
+    let measured = !matches!(target, AnyTarget::Sim(_));
+    let mut first = true;
+    let runs = sweep::run(
+        target,
+        &p.plan,
+        |stage| control(p, stage, &interrupt, &mut first, measured),
+        |run| {
+            if sweep {
+                say!("{}\n", goodput_render::stage_line(run.name.as_deref().unwrap_or("-"), &run.summary));
+            } else {
+                say!("{}", goodput_render::render_run(command, run));
+            }
+            say!("{}", stopped_early(run));
+        },
+    )
+    .await?;
+    if sweep {
+        say!("{}", goodput_render::render_sweep(&runs.iter().collect::<Vec<_>>()));
+    }
+    if !measured && let Some(path) = &p.plan.load.export_schedule {
+        export_schedule(path, &runs[0])?;
+    }
+    if let Some(path) = &p.plan.output.out {
+        write_doc(path, runs.clone(), None)?;
+        let jsonl = if measured { jsonl_path(&p.plan.output) } else { None };
+        say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
+    }
+    Ok(outcome(&runs))
+}
+
+/// Why a run stopped before its plan's end, when it did.
+pub fn stopped_early(run: &Run) -> String {
+    match run.stop {
+        StopReason::MaxErrors => "  stopped early: --max-errors reached\n".into(),
+        StopReason::Completed
+            if matches!(run.target, goodput_results::Target::Sim { .. })
+                && run.plan.load.requests.is_none()
+                && run.requests.len() as u64 >= goodput_stage::MAX_SIM_REQUESTS =>
+        {
+            format!("  stopped early: {} requests, the most one simulated run keeps\n", goodput_stage::MAX_SIM_REQUESTS)
+        }
+        _ => String::new(),
+    }
+}
+
+/// The exit outcome of a whole run.
+pub fn outcome(runs: &[Run]) -> Outcome {
+    if runs.iter().any(|r| r.stop == StopReason::MaxErrors) {
+        Outcome::Failed
+    } else if runs.iter().any(|r| r.stop == StopReason::Interrupted) {
+        Outcome::Interrupted
+    } else if runs.iter().all(|r| r.summary.completed == 0) {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    }
+}

@@ -1,0 +1,281 @@
+//! A run's plan as data: what was asked for, validated, with every default resolved. The
+//! command line builds it, the stage runner reads it, and the result document records it, so a
+//! result file says exactly what produced it (and `compare` and `merge` can check that two runs
+//! were asked the same thing). Loaded resources (a tokenizer, a dataset's entries) are not in
+//! here: the plan names them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use goodput_engine::{EngineConfig, MemoryPlan};
+use goodput_metrics::{Edge, PercentileMethod, Slo, Smoothing};
+use goodput_workload::{Load, Profile, SourceInfo, ThinkTime, WorkloadSpec};
+use serde::{Deserialize, Serialize};
+
+/// Which OpenAI endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    #[default]
+    Completions,
+    Chat,
+}
+
+impl Api {
+    pub const NAMES: [&'static str; 2] = ["completions", "chat"];
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Completions => "/v1/completions",
+            Api::Chat => "/v1/chat/completions",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Completions => "completions",
+            Api::Chat => "chat",
+        }
+    }
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "completions" => Ok(Api::Completions),
+            "chat" => Ok(Api::Chat),
+            other => Err(format!("unknown API `{other}`; expected completions or chat")),
+        }
+    }
+}
+
+/// Seconds as a float, both ways.
+pub mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+
+    /// The same for an optional duration (`null` when absent).
+    pub mod opt {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => s.serialize_f64(d.as_secs_f64()),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            match Option::<f64>::deserialize(d)? {
+                Some(v) => Duration::try_from_secs_f64(v).map(Some).map_err(serde::de::Error::custom),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+/// Per-request timeouts.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timeouts {
+    #[serde(with = "secs")]
+    pub connect: Duration,
+    #[serde(with = "secs")]
+    pub first_token: Duration,
+    #[serde(with = "secs")]
+    pub idle: Duration,
+    #[serde(with = "secs")]
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            first_token: Duration::from_secs(300),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// The load part of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadPlan {
+    pub profile: Profile,
+    /// The load of a single-stage run (a sweep derives its stages from measurements).
+    pub load: Load,
+    /// `sweep`: rates between the synchronous and throughput stages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_points: Option<u32>,
+    /// `sweep`: the cap applied to the throughput and rate stages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<usize>,
+    /// Per stage for a sweep.
+    pub requests: Option<u64>,
+    #[serde(with = "secs::opt", default)]
+    pub duration: Option<Duration>,
+    pub warmup: Edge,
+    pub cooldown: Edge,
+    pub max_errors: Option<u64>,
+    #[serde(with = "secs")]
+    pub grace: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export_schedule: Option<PathBuf>,
+    /// Pause between turns (and, for closed loops, between sessions).
+    pub think_time: ThinkTime,
+    pub seed: u64,
+    /// This process's slice of a sharded run (`--shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+/// One of `count` processes that share one schedule: `index` in `0..count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+/// How many distinct prompts a run sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DistinctPrompts {
+    /// A new synthetic prompt for every request (built ahead of the load from single-token words:
+    /// no tokenizer runs on the send path).
+    PerRequest,
+    /// The dataset's entries, cycled when the run asks for more.
+    Dataset(usize),
+}
+
+/// The workload part of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadPlan {
+    pub spec: WorkloadSpec<SourceInfo>,
+    /// `cl100k_base`, or the path of a `tokenizer.json`.
+    pub tokenizer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_prompts: Option<DistinctPrompts>,
+}
+
+/// The SLO: its predicates (none: no SLO) and smoothed-goodput parameters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SloPlan {
+    pub predicates: Slo,
+    pub smoothing: Option<Smoothing>,
+}
+
+impl SloPlan {
+    /// The SLO to evaluate, when there is one.
+    pub fn slo(&self) -> Option<(Slo, Option<Smoothing>)> {
+        (!self.predicates.is_empty()).then(|| (self.predicates.clone(), self.smoothing))
+    }
+}
+
+/// Output settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputPlan {
+    pub out: Option<PathBuf>,
+    pub percentiles: PercentileMethod,
+}
+
+/// The engine model: a validated configuration and the memory plan it implies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnginePlan {
+    pub config: EngineConfig,
+    pub memory: MemoryPlan,
+}
+
+impl EnginePlan {
+    /// Validates `config` (it must fit in memory) and computes its memory plan.
+    pub fn new(config: EngineConfig) -> Result<Self, goodput_engine::EngineError> {
+        let memory = config.plan()?;
+        Ok(EnginePlan { config, memory })
+    }
+
+    /// A few words: model, GPUs, weight format.
+    pub fn short(&self) -> String {
+        let c = &self.config;
+        format!("{} on {}× {} ({})", c.model.name, c.tp, c.gpu.name, c.dtype.name())
+    }
+
+    /// One line: what is modelled.
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        format!(
+            "{} on {}× {} ({} weights, {} KV, {} KV blocks of {} = {} tokens)",
+            c.model.name,
+            c.tp,
+            c.gpu.name,
+            c.dtype.name(),
+            c.kv_dtype.name(),
+            self.memory.kv_blocks,
+            c.block_size,
+            self.memory.kv_tokens
+        )
+    }
+}
+
+/// What `bench` measures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TargetPlan {
+    /// A server at a URL.
+    Url { url: String },
+    /// The engine model, served in-process on a loopback port.
+    Embedded { engine: Box<EnginePlan> },
+}
+
+/// A validated run plan (`bench`: `target` and the client's settings; `sim`: `engine`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetPlan>,
+    /// The simulated engine (`sim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EnginePlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<Api>,
+    /// The model requested (`bench`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    pub ignore_eos: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Resends after a failure before any content (`bench`; 0: each request is sent once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    pub load: LoadPlan,
+    pub workload: WorkloadPlan,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<Timeouts>,
+    pub slo: SloPlan,
+    pub output: OutputPlan,
+}
+
+impl RunPlan {
+    /// The engine modelled, if any (embedded or simulated).
+    pub fn engine_plan(&self) -> Option<&EnginePlan> {
+        match (&self.target, &self.engine) {
+            (Some(TargetPlan::Embedded { engine }), _) => Some(engine),
+            (_, Some(e)) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! The three targets: a server at a URL, the embedded engine, the simulator.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use goodput_client::{CancelHandle, Counters, Endpoint, HttpClient, Observer, RunConfig, cancel_pair};
+use goodput_engine::{Engine, EngineStats};
+use goodput_metrics::{RequestRecord, StopReason};
+use goodput_results::plan::{EnginePlan, RunPlan};
+use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summaries, summary_options, unix_ns};
+use goodput_server::{Embedded, ServerConfig};
+use goodput_sim::{SimConfig, simulate};
+use goodput_workload::Workload;
+
+use crate::{Control, Resources, Stage, StageError, Target};
+
+/// A server reached over HTTP.
+pub struct UrlTarget {
+    pub url: String,
+    /// The model to request.
+    pub model: String,
+    /// Sent as a bearer token (never written anywhere).
+    pub api_key: Option<String>,
+    /// Extra CA certificates (PEM) to trust for https.
+    pub ca_pem: Option<Vec<u8>>,
+    pub res: Resources,
+}
+
+impl Target for UrlTarget {
+    async fn run(&mut self, stage: &Stage, ctl: &Control) -> Result<Run, StageError> {
+        let timeouts = stage.plan.timeouts.unwrap_or_default();
+        let client = HttpClient::with_roots(
+            &self.url,
+            self.api_key.as_deref(),
+            stage.load.pool_size(),
+            timeouts.connect,
+            self.ca_pem.as_deref(),
+        )?;
+        let target = RunTarget::Url { url: self.url.clone(), model: Some(self.model.clone()) };
+        let m = measure(client, &self.model, false, stage, ctl, &self.res).await?;
+        Ok(m.into_run(stage, target, None))
+    }
+
+    fn gpus(&self) -> Option<u32> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        format!("on {}", self.url)
+    }
+
+    fn is_simulated(&self) -> bool {
+        false
+    }
+}
+
+/// Called with a URL when a server starts.
+pub type OnStart = Box<dyn FnMut(&str) + Send>;
+
+/// The engine model behind goodput's own OpenAI-compatible server, in real time: a fresh engine
+/// per stage, so its statistics are the stage's own.
+pub struct EmbeddedTarget {
+    pub engine: EnginePlan,
+    pub res: Resources,
+    /// Called with the engine's URL when each stage's server starts (for a console note).
+    pub on_start: Option<OnStart>,
+}
+
+impl Target for EmbeddedTarget {
+    async fn run(&mut self, stage: &Stage, ctl: &Control) -> Result<Run, StageError> {
+        let model = self.engine.config.model.name.clone();
+        // the embedded engine yields the CPU to the load generator when both want it
+        let server_cfg = ServerConfig { seed: stage.seed, nice: 10, ..ServerConfig::new(&model) };
+        let e = Embedded::start(self.engine.config.clone(), self.res.tokenizer.clone(), server_cfg).await?;
+        if let Some(f) = &mut self.on_start {
+            f(&e.url());
+        }
+        let timeouts = stage.plan.timeouts.unwrap_or_default();
+        let client = HttpClient::new(&e.url(), None, stage.load.pool_size(), timeouts.connect)?;
+        let measured = measure(client, &model, true, stage, ctl, &self.res).await;
+        let stats = e.state.engine().stats().await;
+        let url = e.url();
+        e.shutdown().await;
+        let target = RunTarget::Embedded { url: Some(url), model: Some(model), engine: Box::new(self.engine.clone()) };
+        Ok(measured?.into_run(stage, target, stats))
+    }
+
+    fn gpus(&self) -> Option<u32> {
+        Some(self.engine.config.tp)
+    }
+
+    fn describe(&self) -> String {
+        format!("on the embedded {}", self.engine.short())
+    }
+
+    fn is_simulated(&self) -> bool {
+        false
+    }
+}
+
+/// Most requests one simulated run holds (each record is kept, about 1 KB).
+pub const MAX_SIM_REQUESTS: u64 = 5_000_000;
+
+/// The engine model in virtual time.
+pub struct SimTarget {
+    pub engine: EnginePlan,
+    pub res: Resources,
+}
+
+impl Target for SimTarget {
+    async fn run(&mut self, stage: &Stage, ctl: &Control) -> Result<Run, StageError> {
+        let _ = ctl; // a simulation has nothing in flight to watch and ends in moments
+        let plan = &stage.plan;
+        let mut engine = Engine::new(self.engine.config.clone())?;
+        let spec = self.res.workload_spec(&plan.workload, stage.seed);
+        let workload = Workload::counts(spec, Some(self.res.tokenizer.clone()))?;
+        let cfg = SimConfig {
+            load: stage.load.clone(),
+            // every record is kept: a duration alone never runs past the limit
+            requests: Some(plan.load.requests.unwrap_or(MAX_SIM_REQUESTS)),
+            duration_s: plan.load.duration.map(|d| d.as_secs_f64()),
+            ignore_eos: plan.ignore_eos,
+            seed: stage.seed,
+            max_errors: plan.load.max_errors,
+        };
+        let started = Instant::now();
+        let wall_ns = unix_ns();
+        let out = simulate(&mut engine, &cfg, workload);
+        let opts = summary_options(plan, &stage.load);
+        let (summary, summary_full) = summaries(&out.records, &opts);
+        let model = self.engine.config.model.name.clone();
+        Ok(Run {
+            name: stage.name.clone(),
+            id: new_run_id(),
+            started_at: Some(format_rfc3339_ns(wall_ns)),
+            plan: plan.clone(),
+            load: Some(stage.load.clone()),
+            elapsed_s: Some(started.elapsed().as_secs_f64()),
+            target: RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) },
+            interrupted: out.max_errors_reached(),
+            stop: out.stop,
+            summary,
+            summary_full,
+            engine_stats: Some(out.stats),
+            requests: out.records,
+        })
+    }
+
+    fn gpus(&self) -> Option<u32> {
+        Some(self.engine.config.tp)
+    }
+
+    fn describe(&self) -> String {
+        format!("on {} (simulated)", self.engine.short())
+    }
+
+    fn is_simulated(&self) -> bool {
+        true
+    }
+}
+
+/// What a measured stage produced, before it becomes a [`Run`].
+struct Measured {
+    records: Vec<RequestRecord>,
+    stop: StopReason,
+    interrupted: bool,
+    started_ns: i128,
+    elapsed_s: f64,
+}
+
+impl Measured {
+    fn into_run(self, stage: &Stage, target: RunTarget, engine_stats: Option<EngineStats>) -> Run {
+        let opts = summary_options(&stage.plan, &stage.load);
+        let (summary, summary_full) = summaries(&self.records, &opts);
+        Run {
+            name: stage.name.clone(),
+            id: new_run_id(),
+            started_at: Some(format_rfc3339_ns(self.started_ns)),
+            plan: stage.plan.clone(),
+            load: Some(stage.load.clone()),
+            elapsed_s: Some(self.elapsed_s),
+            target,
+            interrupted: self.interrupted,
+            stop: self.stop,
+            summary,
+            summary_full,
+            engine_stats,
+            requests: self.records,
+        }
+    }
+}
+
+/// Stops a stage once more requests are in flight than it can ever serve within the SLO.
+struct Saturation {
+    inner: Arc<dyn Observer>,
+    limit: Option<u64>,
+    stop: Arc<CancelHandle>,
+    saturated: AtomicBool,
+}
+
+impl Saturation {
+    fn check(&self, c: &Counters) {
+        if let Some(limit) = self.limit
+            && c.in_flight.load(Ordering::Relaxed) > limit
+            && !self.saturated.swap(true, Ordering::SeqCst)
+        {
+            self.stop.cancel();
+        }
+    }
+}
+
+impl Observer for Saturation {
+    fn record(&self, record: &RequestRecord, c: &Counters) {
+        self.check(c);
+        self.inner.record(record, c);
+    }
+
+    fn sent(&self, request: &RequestRecord, body: &[u8], c: &Counters) {
+        self.check(c);
+        self.inner.sent(request, body, c);
+    }
+}
+
+/// Drives one stage's load over HTTP.
+async fn measure(
+    client: HttpClient,
+    model: &str,
+    send_seed: bool,
+    stage: &Stage,
+    ctl: &Control,
+    res: &Resources,
+) -> Result<Measured, StageError> {
+    let plan: &RunPlan = &stage.plan;
+    let mut ep =
+        Endpoint::new(client, plan.api.unwrap_or_default(), plan.timeouts.unwrap_or_default(), res.tokenizer.clone());
+    ep.retries = plan.retries.unwrap_or(0);
+    let cfg = RunConfig {
+        load: stage.load.clone(),
+        requests: plan.load.requests,
+        duration: plan.load.duration,
+        max_errors: plan.load.max_errors,
+        grace: Some(plan.load.grace),
+        model: model.to_string(),
+        ignore_eos: plan.ignore_eos,
+        extra_body: plan.extra_body.clone(),
+        // the embedded engine stops each request where the simulator would
+        send_seed,
+        seed: stage.seed,
+    };
+    let workload = Workload::new(res.workload_spec(&plan.workload, stage.seed), res.tokenizer.clone())?;
+    // the stage stops on the caller's interrupt, or when saturated
+    let (stop, token) = cancel_pair();
+    let stop = Arc::new(stop);
+    let forward = {
+        let (stop, interrupt) = (Arc::clone(&stop), ctl.interrupt.clone());
+        tokio::spawn(async move {
+            interrupt.cancelled().await;
+            stop.cancel();
+        })
+    };
+    let guard = Arc::new(Saturation {
+        inner: Arc::clone(&ctl.observer),
+        limit: ctl.saturation,
+        stop: Arc::clone(&stop),
+        saturated: AtomicBool::new(false),
+    });
+    let outcome = goodput_client::run(ep, cfg, workload, token, guard.clone()).await;
+    forward.abort();
+    let saturated = guard.saturated.load(Ordering::SeqCst);
+    let elapsed = outcome.clock.t0().elapsed();
+    Ok(Measured {
+        stop: if saturated { StopReason::Saturated } else { outcome.stop },
+        interrupted: outcome.interrupted || saturated,
+        started_ns: unix_ns() - elapsed.as_nanos() as i128,
+        elapsed_s: outcome.elapsed_s,
+        records: outcome.records,
+    })
+}
+
+/// Any of the three, chosen at run time (the command line's target).
+pub enum AnyTarget {
+    Url(UrlTarget),
+    Embedded(EmbeddedTarget),
+    Sim(SimTarget),
+}
+
+impl Target for AnyTarget {
+    async fn run(&mut self, stage: &Stage, ctl: &Control) -> Result<Run, StageError> {
+        match self {
+            AnyTarget::Url(t) => t.run(stage, ctl).await,
+            AnyTarget::Embedded(t) => t.run(stage, ctl).await,
+            AnyTarget::Sim(t) => t.run(stage, ctl).await,
+        }
+    }
+
+    fn gpus(&self) -> Option<u32> {
+        match self {
+            AnyTarget::Url(t) => t.gpus(),
+            AnyTarget::Embedded(t) => t.gpus(),
+            AnyTarget::Sim(t) => t.gpus(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            AnyTarget::Url(t) => t.describe(),
+            AnyTarget::Embedded(t) => t.describe(),
+            AnyTarget::Sim(t) => t.describe(),
+        }
+    }
+
+    fn is_simulated(&self) -> bool {
+        matches!(self, AnyTarget::Sim(_))
+    }
+}
