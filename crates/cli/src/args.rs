@@ -134,10 +134,10 @@ pub struct EngineArgs {
     #[arg(long, value_name = "DURATION")]
     pub seq_overhead: Option<String>,
     /// Intake time of one request (the API server parsing and handing it to the scheduler; one
-    /// request at a time) (default 100us).
+    /// request at a time) (default 500us).
     #[arg(long, value_name = "DURATION")]
     pub ingest_overhead: Option<String>,
-    /// Intake time per prompt token (tokenization) (default 0.2us).
+    /// Intake time per prompt token (tokenization) (default 0.5us).
     #[arg(long, value_name = "DURATION")]
     pub ingest_per_token: Option<String>,
 }

@@ -78,31 +78,34 @@ fn rate(flag: &str, r: &str) -> Result<f64, UsageError> {
     }
 }
 
-/// The load flags, validated.
-fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageError> {
-    let inf = a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"));
-    let profile = match a.profile {
+/// `--rate inf`.
+fn infinite_rate(a: &LoadArgs) -> bool {
+    a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"))
+}
+
+/// The profile asked for, or the one the flags imply.
+fn profile_of(a: &LoadArgs) -> Result<Profile, UsageError> {
+    Ok(match a.profile {
         Some(p) => p,
         None => match (a.concurrency, &a.rate) {
             (Some(_), Some(_)) => {
                 return Err(usage("--rate", "give --concurrency (closed loop) or --rate (open loop), not both"));
             }
-            (None, Some(_)) if inf => Profile::Throughput,
+            (None, Some(_)) if infinite_rate(a) => Profile::Throughput,
             (None, Some(_)) => Profile::Poisson,
             _ => Profile::Concurrent,
         },
-    };
+    })
+}
+
+/// Refuses flags that do not apply to `profile`, and concurrency values out of range.
+fn check_profile_flags(a: &LoadArgs, profile: Profile) -> Result<(), UsageError> {
     let name = profile.name();
     let not_for = |flag: &str| usage(flag, format!("does not apply to the {name} profile"));
-    let think: ThinkTime = match &a.think_time {
-        Some(t) => t.parse().map_err(|m| usage("--think-time", m))?,
-        None => ThinkTime::default(),
-    };
-    let open = profile.is_open();
     if a.concurrency.is_some() && !matches!(profile, Profile::Concurrent) {
         return Err(not_for("--concurrency"));
     }
-    if a.max_concurrency.is_some() && !open {
+    if a.max_concurrency.is_some() && !profile.is_open() {
         return Err(usage("--max-concurrency", "applies to open-loop profiles; closed loops have --concurrency"));
     }
     for (flag, n) in [("--max-concurrency", a.max_concurrency), ("--concurrency", a.concurrency)] {
@@ -115,7 +118,7 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
         }
     }
     let needs_rate = matches!(profile, Profile::Constant | Profile::Poisson | Profile::Gamma | Profile::Ramp);
-    if a.rate.is_some() && !needs_rate && !(profile == Profile::Throughput && inf) {
+    if a.rate.is_some() && !needs_rate && !(profile == Profile::Throughput && infinite_rate(a)) {
         return Err(not_for("--rate"));
     }
     if a.burstiness.is_some() && profile != Profile::Gamma {
@@ -130,20 +133,28 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
     if a.time_scale.is_some() && profile != Profile::Replay {
         return Err(not_for("--time-scale"));
     }
-    let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
+    Ok(())
+}
+
+/// The load of a single-stage run of `profile`.
+fn load_of(
+    a: &LoadArgs,
+    profile: Profile,
+    think: &ThinkTime,
+    duration: Option<Duration>,
+    dataset_has_times: bool,
+) -> Result<Load, UsageError> {
+    let name = profile.name();
     let the_rate = || -> Result<f64, UsageError> {
         match &a.rate {
-            Some(r) if !inf => rate("--rate", r),
+            Some(r) if !infinite_rate(a) => rate("--rate", r),
             _ => Err(usage("--rate", format!("the {name} profile needs --rate R (requests per second)"))),
         }
     };
     let open_load = |arrivals| Load::Open { arrivals, max_concurrency: a.max_concurrency };
-    let load = match profile {
+    Ok(match profile {
         Profile::Synchronous => Load::Closed { concurrency: 1, think: think.clone() },
-        Profile::Concurrent => match a.concurrency {
-            Some(0) => return Err(usage("--concurrency", "must be at least 1")),
-            n => Load::Closed { concurrency: n.unwrap_or(16), think: think.clone() },
-        },
+        Profile::Concurrent => Load::Closed { concurrency: a.concurrency.unwrap_or(16), think: think.clone() },
         Profile::Constant => open_load(Arrivals::Constant { rate: the_rate()? }),
         Profile::Poisson => open_load(Arrivals::Poisson { rate: the_rate()? }),
         Profile::Gamma => {
@@ -182,7 +193,19 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
             }
             open_load(Arrivals::Replay { time_scale: f })
         }
+    })
+}
+
+/// The load flags, validated.
+fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageError> {
+    let profile = profile_of(a)?;
+    let think: ThinkTime = match &a.think_time {
+        Some(t) => t.parse().map_err(|m| usage("--think-time", m))?,
+        None => ThinkTime::default(),
     };
+    check_profile_flags(a, profile)?;
+    let duration = a.duration.as_deref().map(|d| positive_duration("--duration", d)).transpose()?;
+    let load = load_of(a, profile, &think, duration, dataset_has_times)?;
     let sweep = profile == Profile::Sweep;
     let requests = match (a.requests, duration) {
         (Some(0), _) => return Err(usage("--requests", "must be at least 1")),

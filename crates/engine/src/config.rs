@@ -39,8 +39,8 @@ impl Default for Efficiency {
             step_overhead_s: 0.002,
             seq_overhead_s: 0.0,
             allreduce_latency_s: 15e-6,
-            ingest_s: 100e-6,
-            ingest_per_token_s: 0.2e-6,
+            ingest_s: 500e-6,
+            ingest_per_token_s: 0.5e-6,
         }
     }
 }

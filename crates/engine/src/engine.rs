@@ -162,6 +162,8 @@ pub struct Engine {
     intake_free_at: f64,
     /// The iteration in flight.
     step: Option<StepOut>,
+    /// An emptied token buffer, reused by the next iteration.
+    spare: Vec<Emit>,
     stats: EngineStats,
 }
 
@@ -195,6 +197,7 @@ impl Engine {
             intake: VecDeque::new(),
             intake_free_at: 0.0,
             step: None,
+            spare: Vec::new(),
             stats: EngineStats { series_every: 1, ..Default::default() },
         })
     }
@@ -264,17 +267,38 @@ impl Engine {
         if core.batch.is_empty() {
             return;
         }
-        // apply the iteration; a prefill that reaches the end of its prompt samples a token too
+        // apply the iteration: a prefill that reaches the end of its prompt samples a token too;
+        // the tokens appear at the end of the iteration, and finished sequences leave
         let mut shape = core.shape;
+        let mut emitted = std::mem::take(&mut self.spare);
+        emitted.clear();
+        let (caching, mut finished) = (core.kv.prefix_caching(), false);
         for i in 0..core.batch.len() {
             let (slot, tokens) = core.batch[i];
             let seq = core.seq_mut(slot);
             let was_decode = seq.decoding();
             seq.computed += tokens;
-            if !was_decode && seq.computed == seq.known() {
-                shape.sampled += 1;
+            if seq.computed < seq.known() {
+                // a prefill chunk that did not reach the end of the prompt
+                if caching {
+                    core.register_computed_blocks(slot);
+                }
+                continue;
             }
-            core.register_computed_blocks(slot);
+            shape.sampled += u64::from(!was_decode);
+            seq.generated += 1;
+            let done = seq.generated >= seq.target;
+            emitted.push(Emit { seq: seq.id, tokens: 1, finished: done });
+            if caching {
+                core.register_computed_blocks(slot);
+            }
+            if done {
+                finished = true;
+                core.remove(slot);
+            }
+        }
+        if finished {
+            core.drop_removed_from_running();
         }
         let time = self.cost.time(&shape);
         let kind = match (shape.prefill_tokens > 0, shape.decode_seqs > 0) {
@@ -282,8 +306,7 @@ impl Engine {
             (true, false) => StepKind::Prefill,
             _ => StepKind::Decode,
         };
-        // tokens appear at the end of the iteration; finished sequences leave
-        let mut out = StepOut {
+        let out = StepOut {
             start: now,
             end: now + time.total_s,
             time,
@@ -291,26 +314,8 @@ impl Engine {
             preempted: std::mem::take(&mut core.preempted),
             batch_seqs: core.batch.len() as u32,
             batch_tokens: shape.tokens(),
-            emitted: Vec::with_capacity(core.batch.len()),
+            emitted,
         };
-        let mut finished = false;
-        for i in 0..core.batch.len() {
-            let slot = core.batch[i].0;
-            let seq = core.seq_mut(slot);
-            if seq.computed < seq.known() {
-                continue; // a prefill chunk that did not reach the end of the prompt
-            }
-            seq.generated += 1;
-            let done = seq.generated >= seq.target;
-            out.emitted.push(Emit { seq: seq.id, tokens: 1, finished: done });
-            if done {
-                finished = true;
-                core.remove(slot);
-            }
-        }
-        if finished {
-            self.core.drop_removed_from_running();
-        }
         self.record(now, &time, kind, &shape);
         self.step = Some(out);
     }
@@ -402,8 +407,9 @@ impl ServingEngine for Engine {
 
     fn complete(&mut self, now: f64, out: &mut Vec<Emit>) {
         if self.step.as_ref().is_some_and(|s| s.end <= now + 1e-12) {
-            let s = self.step.take().expect("checked");
-            out.extend_from_slice(&s.emitted);
+            let mut s = self.step.take().expect("checked");
+            out.append(&mut s.emitted);
+            self.spare = s.emitted;
         }
     }
 

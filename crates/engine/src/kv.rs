@@ -295,7 +295,15 @@ impl KvManager {
     }
 
     /// Grows `table` to hold `tokens` tokens. All-or-nothing: on failure nothing is taken.
+    #[inline]
     pub fn grow(&mut self, table: &mut BlockTable, tokens: u64) -> bool {
+        if tokens <= table.blocks.len() as u64 * self.block_size as u64 {
+            return true; // the common case: the last block has room
+        }
+        self.grow_more(table, tokens)
+    }
+
+    fn grow_more(&mut self, table: &mut BlockTable, tokens: u64) -> bool {
         let need = tokens.div_ceil(self.block_size as u64) as usize;
         if need <= table.blocks.len() {
             return true;

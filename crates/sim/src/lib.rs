@@ -139,7 +139,12 @@ impl<'a> Sim<'a> {
             block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
         };
         match engine.submit(r.id, req, sent) {
-            Ok(()) => self.records.push(rec),
+            Ok(()) => {
+                // one event per token (a step may carry several; this is the most it needs)
+                rec.event_ms.reserve_exact(output as usize);
+                rec.event_tokens.reserve_exact(output as usize);
+                self.records.push(rec)
+            }
             Err(reject) => {
                 rec.end_ms = rec.sent_ms;
                 rec.output_tokens = Some(0);
@@ -220,8 +225,8 @@ mod tests {
         b.add_prefill(512, 0);
         b.sampled = 1;
         let prefill = e.cost().time(&b).total_s * 1e3;
-        // intake: 100 µs + 0.2 µs per prompt token
-        let intake = (100e-6 + 512.0 * 0.2e-6) * 1e3;
+        // intake: 500 µs + 0.5 µs per prompt token
+        let intake = (500e-6 + 512.0 * 0.5e-6) * 1e3;
         assert!((r.event_ms[0] - intake - prefill).abs() < 1e-9);
         let mut d = goodput_engine::cost::BatchShape::default();
         d.add_decode(513);

@@ -127,6 +127,7 @@ impl Target for SimTarget {
         let started = Instant::now();
         let wall_ns = unix_ns();
         let out = simulate(&mut engine, &cfg, workload);
+        let elapsed_s = started.elapsed().as_secs_f64();
         let opts = summary_options(plan, &stage.load);
         let (summary, summary_full) = summaries(&out.records, &opts);
         let model = self.engine.config.model.name.clone();
@@ -136,7 +137,7 @@ impl Target for SimTarget {
             started_at: Some(format_rfc3339_ns(wall_ns)),
             plan: plan.clone(),
             load: Some(stage.load.clone()),
-            elapsed_s: Some(started.elapsed().as_secs_f64()),
+            elapsed_s: Some(elapsed_s),
             target: RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) },
             interrupted: out.max_errors_reached(),
             stop: out.stop,

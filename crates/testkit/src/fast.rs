@@ -2,9 +2,10 @@
 //! generator's self-check tests and of the harness-ceiling bench.
 //!
 //! One thread, a current-thread tokio runtime, TCP_NODELAY, no delays: every request to
-//! `/v1/completions` or `/v1/chat/completions` is answered at once with `tokens` content events
-//! (each its own write), a usage event and `[DONE]`, over chunked HTTP/1.1 keep-alive. The
-//! response bytes are built once. `GET /v1/models` lists one model.
+//! `/v1/completions` or `/v1/chat/completions` is answered at once with one content event per
+//! token (each its own write) for the request's `max_tokens` (or `tokens` when it gives none), a
+//! usage event and `[DONE]`, over chunked HTTP/1.1 keep-alive. Each response length's bytes are
+//! built once. `GET /v1/models` lists one model.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,9 +37,8 @@ impl FastServer {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = TcpListener::from_std(listener).expect("listener");
-                let body = Arc::new(response(tokens));
                 tokio::select! {
-                    _ = accept(listener, body, count) => {}
+                    _ = accept(listener, tokens, count) => {}
                     _ = stopped => {}
                 }
             });
@@ -78,8 +78,7 @@ fn response(tokens: usize) -> Vec<Vec<u8>> {
         )));
     }
     let usage = format!(
-        "data: {{\"id\":\"cmpl-fast\",\"object\":\"text_completion\",\"model\":\"fast\",\"choices\":[],\"usage\":{{\"prompt_tokens\":16,\"completion_tokens\":{tokens},\"total_tokens\":{}}}}}\n\n",
-        16 + tokens
+        "data: {{\"id\":\"cmpl-fast\",\"object\":\"text_completion\",\"model\":\"fast\",\"choices\":[],\"usage\":{{\"completion_tokens\":{tokens}}}}}\n\n"
     );
     let mut last = chunk(&usage);
     last.extend_from_slice(&chunk("data: [DONE]\n\n"));
@@ -88,17 +87,33 @@ fn response(tokens: usize) -> Vec<Vec<u8>> {
     writes
 }
 
-async fn accept(listener: TcpListener, body: Arc<Vec<Vec<u8>>>, served: Arc<AtomicU64>) {
+async fn accept(listener: TcpListener, tokens: usize, served: Arc<AtomicU64>) {
     while let Ok((sock, _)) = listener.accept().await {
         let _ = sock.set_nodelay(true);
-        let (body, served) = (Arc::clone(&body), Arc::clone(&served));
+        let served = Arc::clone(&served);
         tokio::spawn(async move {
-            let _ = serve(sock, &body, &served).await;
+            let _ = serve(sock, tokens, &served).await;
         });
     }
 }
 
-async fn serve(mut sock: tokio::net::TcpStream, body: &[Vec<u8>], served: &AtomicU64) -> std::io::Result<()> {
+/// The response for `tokens` tokens, built once per length (the server has one thread).
+fn cached(tokens: usize) -> Arc<Vec<Vec<u8>>> {
+    thread_local!(static CACHE: std::cell::RefCell<std::collections::HashMap<usize, Arc<Vec<Vec<u8>>>>> = Default::default());
+    CACHE.with(|c| Arc::clone(c.borrow_mut().entry(tokens).or_insert_with(|| Arc::new(response(tokens)))))
+}
+
+/// The `max_tokens` of a JSON request body, found without parsing it all.
+fn max_tokens(body: &[u8]) -> Option<usize> {
+    let key = b"\"max_tokens\"";
+    let at = body.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = &body[at..];
+    let start = rest.iter().position(|b| b.is_ascii_digit())?;
+    let digits: Vec<u8> = rest[start..].iter().copied().take_while(u8::is_ascii_digit).collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok().filter(|&n| n > 0)
+}
+
+async fn serve(mut sock: tokio::net::TcpStream, default_tokens: usize, served: &AtomicU64) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut tmp = [0u8; 16384];
     loop {
@@ -129,6 +144,7 @@ async fn serve(mut sock: tokio::net::TcpStream, body: &[Vec<u8>], served: &Atomi
             buf.extend_from_slice(&tmp[..n]);
         }
         let is_get = buf.starts_with(b"GET ");
+        let tokens = max_tokens(&buf[end + 4..end + 4 + len]).unwrap_or(default_tokens);
         buf.drain(..end + 4 + len);
         if is_get {
             let b = r#"{"object":"list","data":[{"id":"fast","object":"model"}]}"#;
@@ -137,7 +153,7 @@ async fn serve(mut sock: tokio::net::TcpStream, body: &[Vec<u8>], served: &Atomi
             sock.write_all(resp.as_bytes()).await?;
             continue;
         }
-        for w in body {
+        for w in cached(tokens).iter() {
             sock.write_all(w).await?;
         }
         served.fetch_add(1, Ordering::Relaxed);
