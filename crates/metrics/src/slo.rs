@@ -96,10 +96,15 @@ fn parse_ms(s: &str) -> Option<f64> {
 }
 
 impl FromStr for Predicate {
-    type Err = String;
+    type Err = crate::ParseError;
 
-    /// `ttft<=200ms`, `tpot<40ms`, `p99(ttft)<=2s`, `p99.9(e2e)<=10s` (`<` is read as `<=`).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, crate::ParseError> {
+        Self::parse_text(s).map_err(|m| crate::ParseError::new(s, m))
+    }
+}
+
+impl Predicate {
+    fn parse_text(s: &str) -> Result<Self, String> {
         let expect = "expected METRIC<=LIMIT or pNN(METRIC)<=LIMIT with METRIC one of ttft, ttft_sched, tpot, itl_max, e2e, e2e_sched (e.g. ttft<=200ms, p99(tpot)<=40ms)";
         let s = s.trim();
         let (lhs, rhs) = s.split_once("<=").or_else(|| s.split_once('<')).ok_or_else(|| format!("`{s}`: {expect}"))?;
@@ -143,22 +148,20 @@ pub struct Slo {
 
 impl Slo {
     /// Parses comma-separated predicates (repeatable flags are joined by the caller).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, crate::ParseError> {
         let predicates =
             text.split(',').filter(|t| !t.trim().is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
         if predicates.is_empty() {
-            return Err("no predicates".into());
+            return Err(crate::ParseError::new(text, "no predicates"));
         }
         Ok(Slo { predicates })
     }
 
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, crate::ParseError> {
         PRESETS.iter().find(|(n, _, _)| *n == name).map(|(_, p, _)| Slo::parse(p).expect("presets parse")).ok_or_else(
             || {
-                format!(
-                    "unknown preset `{name}`; known: {}",
-                    PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
-                )
+                let known = PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ");
+                crate::ParseError::new(name, format!("unknown preset `{name}`; known: {known}"))
             },
         )
     }
@@ -200,7 +203,7 @@ impl Serialize for Slo {
 impl<'de> Deserialize<'de> for Slo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let texts = Vec::<String>::deserialize(d)?;
-        let predicates = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Predicate>, String>>();
+        let predicates = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Predicate>, crate::ParseError>>();
         predicates.map(|predicates| Slo { predicates }).map_err(serde::de::Error::custom)
     }
 }
@@ -480,7 +483,7 @@ mod tests {
             assert!(Slo::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Slo::preset("mlperf-interactive").unwrap().limit(Metric::Tpot), Some(40.0));
-        assert!(Slo::preset("fast").unwrap_err().contains("mlperf-llama2-70b"));
+        assert!(Slo::preset("fast").unwrap_err().message.contains("mlperf-llama2-70b"));
     }
 
     #[test]

@@ -30,8 +30,15 @@ impl PercentileMethod {
 }
 
 impl std::str::FromStr for PercentileMethod {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::ParseError;
+
+    fn from_str(s: &str) -> Result<Self, crate::ParseError> {
+        Self::parse_text(s).map_err(|m| crate::ParseError::new(s, m))
+    }
+}
+
+impl PercentileMethod {
+    fn parse_text(s: &str) -> Result<Self, String> {
         Self::ALL
             .iter()
             .find(|(_, n, _)| *n == s.trim())

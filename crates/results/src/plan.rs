@@ -40,8 +40,15 @@ impl Api {
 }
 
 impl std::str::FromStr for Api {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = goodput_metrics::ParseError;
+
+    fn from_str(s: &str) -> Result<Self, goodput_metrics::ParseError> {
+        Self::parse_text(s).map_err(|m| goodput_metrics::ParseError::new(s, m))
+    }
+}
+
+impl Api {
+    fn parse_text(s: &str) -> Result<Self, String> {
         match s.trim() {
             "completions" => Ok(Api::Completions),
             "chat" => Ok(Api::Chat),

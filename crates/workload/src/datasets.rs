@@ -43,8 +43,15 @@ impl DatasetKind {
 }
 
 impl FromStr for DatasetKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = goodput_metrics::ParseError;
+
+    fn from_str(s: &str) -> Result<Self, goodput_metrics::ParseError> {
+        Self::parse_text(s).map_err(|m| goodput_metrics::ParseError::new(s, m))
+    }
+}
+
+impl DatasetKind {
+    fn parse_text(s: &str) -> Result<Self, String> {
         match s {
             "sharegpt" => Ok(DatasetKind::ShareGpt),
             "jsonl" => Ok(DatasetKind::Jsonl),

@@ -108,11 +108,15 @@ impl LengthDist {
 }
 
 impl FromStr for LengthDist {
-    type Err = String;
+    type Err = goodput_metrics::ParseError;
 
-    /// Parses everything but reads no file: `file:PATH` yields an empty `Empirical` to be filled
-    /// by the caller with [`LengthDist::parse_values`].
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, goodput_metrics::ParseError> {
+        Self::parse_text(s).map_err(|m| goodput_metrics::ParseError::new(s, m))
+    }
+}
+
+impl LengthDist {
+    fn parse_text(s: &str) -> Result<Self, String> {
         let s = s.trim();
         let num = |x: &str| x.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         let expect = "expected N, uniform:A..B, normal:MEAN,STD, lognormal:MEAN,STD or file:PATH";

@@ -100,7 +100,7 @@ impl Source {
 pub(crate) fn from_text<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: std::str::FromStr<Err = String>,
+    T: std::str::FromStr<Err = goodput_metrics::ParseError>,
 {
     let s = String::deserialize(d)?;
     s.parse().map_err(serde::de::Error::custom)

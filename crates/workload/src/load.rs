@@ -47,8 +47,15 @@ impl Profile {
 }
 
 impl std::str::FromStr for Profile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = goodput_metrics::ParseError;
+
+    fn from_str(s: &str) -> Result<Self, goodput_metrics::ParseError> {
+        Self::parse_text(s).map_err(|m| goodput_metrics::ParseError::new(s, m))
+    }
+}
+
+impl Profile {
+    fn parse_text(s: &str) -> Result<Self, String> {
         Self::ALL.iter().find(|(_, n, _)| *n == s.trim()).map(|(p, ..)| *p).ok_or_else(|| {
             let names: Vec<&str> = Self::ALL.iter().map(|(_, n, _)| *n).collect();
             format!("unknown profile `{s}`; known: {}", names.join(", "))

@@ -56,9 +56,15 @@ fn seconds(s: &str) -> Option<f64> {
 }
 
 impl FromStr for ThinkTime {
-    type Err = String;
+    type Err = goodput_metrics::ParseError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, goodput_metrics::ParseError> {
+        Self::parse_text(s).map_err(|m| goodput_metrics::ParseError::new(s, m))
+    }
+}
+
+impl ThinkTime {
+    fn parse_text(s: &str) -> Result<Self, String> {
         let expect = "expected a duration (2s, 500ms), uniform:A..B, exp:MEAN or normal:MEAN,STD";
         if let Some(v) = seconds(s) {
             return Ok(ThinkTime::Fixed(v));
