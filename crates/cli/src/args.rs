@@ -85,6 +85,10 @@ pub struct CapacityArgs {
 /// The engine model (for `serve`, `sim`, and `bench` without `--url`).
 #[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct EngineArgs {
+    /// Whose defaults to start from: vllm (V1, default), sglang or trtllm; other flags override
+    /// them.
+    #[arg(long = "engine", value_name = "NAME")]
+    pub preset: Option<String>,
     /// GPU: a100, h100, h200, b200, mi300x, l40s, or one from --gpu-spec.
     #[arg(long, value_name = "NAME")]
     pub gpu: Option<String>,
@@ -103,21 +107,66 @@ pub struct EngineArgs {
     /// KV cache format: bf16, fp8, fp4 (default: bf16).
     #[arg(long, value_name = "DTYPE")]
     pub kv_dtype: Option<String>,
-    /// Most sequences in the running batch (default 256).
+    /// Most sequences in the running batch (default: the preset's; vLLM 1024 on 80 GB GPUs).
     #[arg(long, value_name = "N")]
     pub max_num_seqs: Option<u32>,
-    /// Most tokens per iteration (default 8192).
+    /// Most tokens per iteration, the chunk budget of chunked prefill (default: the preset's).
     #[arg(long, value_name = "N")]
     pub max_batched_tokens: Option<u32>,
-    /// Share of GPU memory the engine may use (default 0.9).
+    /// Share of GPU memory the engine may use (default: the preset's; vLLM 0.9).
     #[arg(long, value_name = "F")]
     pub gpu_memory_utilization: Option<f64>,
-    /// KV cache block size in tokens (default 16).
+    /// KV cache block size in tokens (default: the preset's; vLLM 16).
     #[arg(long, value_name = "N")]
     pub block_size: Option<u32>,
-    /// Chunked prefill: long prompts share iterations with decodes (default: prefills go first).
+    /// Chunked prefill: long prompts share iterations with decodes (same as --scheduling chunked).
     #[arg(long)]
     pub chunked_prefill: bool,
+    /// When prompts are prefilled: prefill-first (a prefill iteration ahead of the decodes),
+    /// decode-first (decodes every iteration, whole prompts in the budget left), chunked.
+    #[arg(long, value_name = "POLICY")]
+    pub scheduling: Option<String>,
+    /// continuous (iteration-level, default) or static (a batch runs to its longest sequence).
+    #[arg(long, value_name = "MODE")]
+    pub batching: Option<String>,
+    /// Static batching: the longest a batch waits to fill (default 0: it starts with what waits).
+    #[arg(long, value_name = "DURATION")]
+    pub batch_timeout: Option<String>,
+    /// paged (blocks as a sequence grows, default) or prealloc (a reservation at admission).
+    #[arg(long, value_name = "MODE")]
+    pub kv_alloc: Option<String>,
+    /// What a pre-allocated sequence reserves: max-model-len (default) or request (prompt +
+    /// max_tokens).
+    #[arg(long, value_name = "RULE")]
+    pub prealloc: Option<String>,
+    /// The longest sequence served, prompt plus output (default: the model's context).
+    #[arg(long, value_name = "N")]
+    pub max_model_len: Option<u64>,
+    /// Prefix caching: keep computed KV blocks by content and reuse them for requests sharing a
+    /// prefix: on or off (default: the preset's; vLLM V1 on). Alone, the flag means on.
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on")]
+    pub prefix_caching: Option<String>,
+    /// Speculative decoding: draft=MODEL,k=4,acceptance=0.7 (a catalog model drafts) or
+    /// ngram,k=4,acceptance=0.5 (prompt lookup, no draft cost).
+    #[arg(long, value_name = "SPEC")]
+    pub speculative: Option<String>,
+    /// Replicas of the engine behind a router (each with --tp GPUs).
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<u32>,
+    /// How replicas are picked: round-robin (default), least-loaded, prefix-aware.
+    #[arg(long, value_name = "POLICY")]
+    pub router: Option<String>,
+    /// Prefill/decode disaggregation: prefill=P,decode=D instances (each with --tp GPUs).
+    #[arg(long, value_name = "prefill=P,decode=D")]
+    pub disaggregate: Option<String>,
+    /// The link that moves KV from prefill to decode instances: 25gbps, 100gbps, 400gbps,
+    /// nvlink or <N>gbps (default 100gbps).
+    #[arg(long, value_name = "LINK")]
+    pub link: Option<String>,
+    /// Append-prefill: a conversation's later turns prefill on the decode instance holding their
+    /// history, moving no KV.
+    #[arg(long)]
+    pub ppd: bool,
     /// Most requests waiting for admission before new ones get HTTP 429 (default 100000).
     #[arg(long, value_name = "N")]
     pub max_waiting: Option<usize>,

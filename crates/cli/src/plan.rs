@@ -7,7 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use goodput_engine::{Catalog, Dtype, EngineConfig};
+use goodput_engine::{
+    Batching, Catalog, Disaggregation, Dtype, EngineConfig, Given, KvAlloc, Link, Named, Preset, Scheduling,
+    Speculative,
+};
 use goodput_metrics::{Edge, Slo, Smoothing};
 use goodput_results::plan::{
     DistinctPrompts, EnginePlan, LoadPlan, OutputPlan, RunPlan, SloPlan, TargetPlan, Timeouts, WorkloadPlan,
@@ -478,6 +481,11 @@ fn dtype(flag: &str, s: &Option<String>, default: Dtype) -> Result<Dtype, UsageE
     }
 }
 
+/// An engine setting by its name.
+fn named<T: Named>(flag: &str, v: &str) -> Result<T, UsageError> {
+    T::from_name(v).map_err(|m| usage(flag, m))
+}
+
 fn fraction(flag: &str, v: Option<f64>, default: f64) -> Result<f64, UsageError> {
     match v {
         None => Ok(default),
@@ -513,6 +521,24 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
     };
     let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
     let mut c = EngineConfig::new(arch, gpu);
+    let preset: Preset = a.preset.as_deref().map_or(Ok(Preset::Vllm), |v| named("--engine", v))?;
+    c.preset = Some(preset);
+    preset.apply(&mut c);
+    sizes(&mut c, a)?;
+    mechanisms(&mut c, a, &catalog)?;
+    deployment(&mut c, a)?;
+    efficiency(&mut c, a)?;
+    let given = Given {
+        memory_utilization: a.gpu_memory_utilization.is_some(),
+        max_num_seqs: a.max_num_seqs.is_some(),
+        kv_dtype: a.kv_dtype.is_some(),
+    };
+    preset.derive(&mut c, given);
+    EnginePlan::new(c).map_err(|e| UsageError(e.to_string()))
+}
+
+/// Parallelism, number formats, batch limits and memory.
+fn sizes(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
     c.tp = a.tp.unwrap_or(1);
     c.dtype = dtype("--dtype", &a.dtype, Dtype::Bf16)?;
     c.kv_dtype = dtype("--kv-dtype", &a.kv_dtype, Dtype::Bf16)?;
@@ -521,11 +547,99 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
     c.gpu_memory_utilization =
         fraction("--gpu-memory-utilization", a.gpu_memory_utilization, c.gpu_memory_utilization)?;
     c.block_size = a.block_size.unwrap_or(c.block_size);
-    c.chunked_prefill = a.chunked_prefill;
+    c.max_model_len = a.max_model_len;
     if a.max_waiting == Some(0) {
         return Err(usage("--max-waiting", "must be at least 1"));
     }
     c.max_waiting = a.max_waiting.unwrap_or(c.max_waiting);
+    Ok(())
+}
+
+/// Batching, prefill scheduling, KV allocation, prefix caching, speculative decoding.
+fn mechanisms(c: &mut EngineConfig, a: &EngineArgs, catalog: &Catalog) -> Result<(), UsageError> {
+    if let Some(v) = &a.scheduling {
+        c.set_scheduling(named("--scheduling", v)?);
+    }
+    if a.chunked_prefill {
+        if a.scheduling.as_deref().is_some_and(|s| s != "chunked") {
+            return Err(usage("--chunked-prefill", "is --scheduling chunked: give one of them"));
+        }
+        c.set_scheduling(Scheduling::Chunked);
+    }
+    if let Some(v) = &a.batching {
+        c.batching = named("--batching", v)?;
+        if c.batching == Batching::Static && a.scheduling.is_none() && !a.chunked_prefill {
+            // a static batch prefills whole; the preset's chunking does not apply
+            c.set_scheduling(Scheduling::PrefillFirst);
+        }
+    }
+    if let Some(d) = &a.batch_timeout {
+        if c.batching != Batching::Static {
+            return Err(usage("--batch-timeout", "applies to --batching static"));
+        }
+        c.batch_timeout_s = parse_duration("--batch-timeout", d)?.as_secs_f64();
+    }
+    if let Some(v) = &a.kv_alloc {
+        c.kv_alloc = named("--kv-alloc", v)?;
+    }
+    if let Some(v) = &a.prealloc {
+        if c.kv_alloc != KvAlloc::Prealloc {
+            return Err(usage("--prealloc", "applies to --kv-alloc prealloc"));
+        }
+        c.prealloc = named("--prealloc", v)?;
+    }
+    match a.prefix_caching.as_deref() {
+        None if c.kv_alloc == KvAlloc::Prealloc => c.prefix_caching = false, // the preset's default yields
+        None => {}
+        Some("on") => c.prefix_caching = true,
+        Some("off") => c.prefix_caching = false,
+        Some(v) => return Err(usage("--prefix-caching", format!("`{v}`: expected on or off"))),
+    }
+    if let Some(text) = &a.speculative {
+        let lookup = |name: &str| catalog.model(name).cloned().map_err(|e| e.to_string());
+        c.speculative = Some(Speculative::parse(text, lookup).map_err(|m| usage("--speculative", m))?);
+    }
+    Ok(())
+}
+
+/// Replicas and routing, or prefill/decode disaggregation.
+fn deployment(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
+    if a.replicas == Some(0) {
+        return Err(usage("--replicas", "must be at least 1"));
+    }
+    c.replicas = a.replicas.unwrap_or(1);
+    if let Some(v) = &a.router {
+        if c.replicas < 2 {
+            return Err(usage("--router", "picks among --replicas N (2 or more)"));
+        }
+        c.router = named("--router", v)?;
+    }
+    match &a.disaggregate {
+        Some(spec) => {
+            if a.replicas.is_some() {
+                return Err(usage(
+                    "--replicas",
+                    "is for colocated engines; with --disaggregate give prefill=P,decode=D",
+                ));
+            }
+            let link =
+                Link::parse(a.link.as_deref().unwrap_or("100gbps"), c.gpu.link_gbs).map_err(|m| usage("--link", m))?;
+            let d = Disaggregation::parse(spec, link, a.ppd).map_err(|m| usage("--disaggregate", m))?;
+            c.disaggregation = Some(d);
+        }
+        None => {
+            for (flag, given) in [("--link", a.link.is_some()), ("--ppd", a.ppd)] {
+                if given {
+                    return Err(usage(flag, "applies to --disaggregate prefill=P,decode=D"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The step-time model's efficiencies and overheads.
+fn efficiency(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
     for (flag, v) in [("--mfu", a.mfu), ("--mbu", a.mbu)] {
         if v.is_some_and(|x| x < 0.01) {
             return Err(usage(flag, "must be at least 0.01 (a utilization, like 0.38)"));
@@ -533,19 +647,18 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
     }
     c.efficiency.mfu = fraction("--mfu", a.mfu, c.efficiency.mfu)?;
     c.efficiency.mbu = fraction("--mbu", a.mbu, c.efficiency.mbu)?;
-    if let Some(d) = &a.step_overhead {
-        c.efficiency.step_overhead_s = parse_duration("--step-overhead", d)?.as_secs_f64();
+    let durations = [
+        ("--step-overhead", &a.step_overhead, &mut c.efficiency.step_overhead_s),
+        ("--seq-overhead", &a.seq_overhead, &mut c.efficiency.seq_overhead_s),
+        ("--ingest-overhead", &a.ingest_overhead, &mut c.efficiency.ingest_s),
+        ("--ingest-per-token", &a.ingest_per_token, &mut c.efficiency.ingest_per_token_s),
+    ];
+    for (flag, given, field) in durations {
+        if let Some(d) = given {
+            *field = parse_duration(flag, d)?.as_secs_f64();
+        }
     }
-    if let Some(d) = &a.seq_overhead {
-        c.efficiency.seq_overhead_s = parse_duration("--seq-overhead", d)?.as_secs_f64();
-    }
-    if let Some(d) = &a.ingest_overhead {
-        c.efficiency.ingest_s = parse_duration("--ingest-overhead", d)?.as_secs_f64();
-    }
-    if let Some(d) = &a.ingest_per_token {
-        c.efficiency.ingest_per_token_s = parse_duration("--ingest-per-token", d)?.as_secs_f64();
-    }
-    EnginePlan::new(c).map_err(|e| UsageError(e.to_string()))
+    Ok(())
 }
 
 /// A validated plan, with what it names loaded.
@@ -628,7 +741,13 @@ fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), Usag
     let prompt = w.spec.input_tokens.min().saturating_add(w.spec.prefix_tokens);
     let output = w.spec.output_tokens.min();
     let e = goodput_engine::Engine::new(engine.config.clone()).map_err(|e| usage("--model", e))?;
-    e.check(&goodput_engine::EngineRequest { prompt_tokens: prompt, output_tokens: output, block_hashes: Vec::new() }).map_err(|r| {
+    let probe = goodput_engine::EngineRequest {
+        prompt_tokens: prompt,
+        output_tokens: output,
+        max_tokens: output,
+        ..Default::default()
+    };
+    e.check(&probe).map_err(|r| {
         usage(
             "--input-tokens",
             format!(
@@ -749,7 +868,17 @@ mod tests {
             (&["--url", "http://h:1", "--input-tokens", "4000000000"], "--input-tokens"),
             (&["--url", "http://h:1", "--concurrency", "100000000"], "--concurrency"),
             // the embedded engine would refuse every request
-            (&["--max-batched-tokens", "256", "--input-tokens", "512"], "--input-tokens"),
+            (
+                &["--scheduling", "prefill-first", "--max-batched-tokens", "256", "--input-tokens", "512"],
+                "--input-tokens",
+            ),
+            (&["--engine", "tgi"], "--engine"),
+            (&["--router", "least-loaded"], "--router"),
+            (&["--replicas", "0"], "--replicas"),
+            (&["--ppd"], "--ppd"),
+            (&["--disaggregate", "prefill=1"], "--disaggregate"),
+            (&["--disaggregate", "prefill=1,decode=1", "--link", "fast"], "--link"),
+            (&["--prefix-caching", "maybe"], "--prefix-caching"),
             (&["--mbu", "1e-300"], "--mbu"),
             (&["--input-tokens", "131000", "--output-tokens", "1000", "--chunked-prefill"], "--input-tokens"),
         ];

@@ -1,7 +1,6 @@
 //! `goodput serve`: the engine model behind an OpenAI-compatible server, in real time.
 
 use anyhow::Context;
-use goodput_engine::Engine;
 use goodput_server::{AppState, ServerConfig, serve};
 use goodput_tokenizer::Tokenizer;
 use tokio::net::TcpListener;
@@ -20,12 +19,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
     let listener = TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     let name = plan.config.model.name.clone();
-    let engine = Engine::new(plan.config.clone())?;
     let state = AppState::new(
-        engine,
+        &plan.config,
         tk,
         ServerConfig { max_body_bytes: args.max_body_bytes, seed: args.seed, ..ServerConfig::new(&name) },
-    );
+    )?;
     say!("goodput serve · {}\n", plan.describe());
     say!("  OpenAI API at http://{local}/v1 (model `{name}`) · /health · /metrics · Ctrl-C stops\n");
     serve(listener, state, async {

@@ -45,9 +45,162 @@ impl Default for Efficiency {
     }
 }
 
+/// How batches form.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Batching {
+    /// Iteration-level: sequences join and leave the batch at every iteration (Orca, vLLM).
+    #[default]
+    Continuous,
+    /// Request-level: a batch forms from the queue, prefills together, and decodes until its
+    /// longest sequence finishes (finished sequences are padding); new requests wait for the next.
+    Static,
+}
+
+/// When waiting prompts are prefilled relative to running decodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduling {
+    /// A prefill-only iteration ahead of the running decodes (vLLM's original default).
+    #[default]
+    PrefillFirst,
+    /// Every running sequence decodes each iteration; whole prompts join in the budget left.
+    DecodeFirst,
+    /// Decodes first, then prompt chunks fill the token budget (chunked prefill).
+    Chunked,
+}
+
+/// How KV memory is handed to sequences.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvAlloc {
+    /// Blocks as the sequence grows (PagedAttention).
+    #[default]
+    Paged,
+    /// A contiguous region reserved at admission for the longest the sequence may grow.
+    Prealloc,
+}
+
+/// What a pre-allocated sequence reserves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prealloc {
+    /// `--max-model-len` tokens (the model's context when not set), as pre-vLLM systems did.
+    #[default]
+    MaxModelLen,
+    /// The request's prompt plus its `max_tokens`.
+    Request,
+}
+
+/// Speculative decoding: each decode iteration drafts `k` tokens per sequence, then one target
+/// pass verifies them; each drafted token is accepted with probability `acceptance` (until the
+/// first rejection), and the verification adds one token of its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Speculative {
+    pub method: SpecMethod,
+    pub k: u32,
+    pub acceptance: f64,
+}
+
+/// Where drafts come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SpecMethod {
+    /// A smaller model, run `k` times per iteration (its own roofline time).
+    Draft { model: Box<ModelArch> },
+    /// Prompt lookup (n-gram matching): no model, no cost.
+    Ngram,
+}
+
+impl Speculative {
+    /// Parses `draft=MODEL,k=4,acceptance=0.7` or `ngram,k=4,acceptance=0.5`; `model` looks a
+    /// draft model up by name.
+    pub fn parse(text: &str, model: impl Fn(&str) -> Result<ModelArch, String>) -> Result<Self, String> {
+        let expect = "expected draft=MODEL,k=N,acceptance=A or ngram,k=N,acceptance=A";
+        let (mut method, mut k, mut acceptance) = (None, None, None);
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part.split_once('=') {
+                None if part == "ngram" => method = Some(SpecMethod::Ngram),
+                Some(("draft", m)) => method = Some(SpecMethod::Draft { model: Box::new(model(m.trim())?) }),
+                Some(("k", v)) => {
+                    k = Some(v.trim().parse::<u32>().map_err(|_| format!("`{v}`: k is a count of tokens"))?)
+                }
+                Some(("acceptance", v)) => {
+                    acceptance =
+                        Some(v.trim().parse::<f64>().map_err(|_| format!("`{v}`: acceptance is a probability"))?)
+                }
+                _ => return Err(format!("`{part}`: {expect}")),
+            }
+        }
+        let method = method.ok_or_else(|| format!("`{text}`: no draft method; {expect}"))?;
+        let k = k.unwrap_or(4);
+        let acceptance = acceptance.unwrap_or(match method {
+            SpecMethod::Draft { .. } => 0.7,
+            SpecMethod::Ngram => 0.5,
+        });
+        if !(1..=16).contains(&k) {
+            return Err(format!("k={k}: between 1 and 16 drafted tokens"));
+        }
+        if !(acceptance.is_finite() && (0.0..1.0).contains(&acceptance)) {
+            return Err(format!("acceptance={acceptance}: a probability in [0, 1)"));
+        }
+        Ok(Speculative { method, k, acceptance })
+    }
+
+    /// Expected tokens per target pass, `(1 − α^(k+1)) / (1 − α)` (Leviathan et al.).
+    pub fn expected_tokens(&self) -> f64 {
+        let a = self.acceptance;
+        (1.0 - a.powi(self.k as i32 + 1)) / (1.0 - a)
+    }
+}
+
+/// An enum read from its name (`--batching static`), with the names in the error.
+pub trait Named: Sized + Copy + 'static {
+    const NAMES: &'static [(Self, &'static str)];
+
+    fn name(self) -> &'static str
+    where
+        Self: PartialEq,
+    {
+        Self::NAMES.iter().find(|(v, _)| *v == self).map_or("?", |(_, n)| n)
+    }
+
+    fn from_name(s: &str) -> Result<Self, String> {
+        Self::NAMES.iter().find(|(_, n)| *n == s.trim()).map(|(v, _)| *v).ok_or_else(|| {
+            let names: Vec<&str> = Self::NAMES.iter().map(|(_, n)| *n).collect();
+            format!("`{s}`: expected {}", names.join(", "))
+        })
+    }
+}
+
+impl Named for Batching {
+    const NAMES: &'static [(Self, &'static str)] =
+        &[(Batching::Continuous, "continuous"), (Batching::Static, "static")];
+}
+
+impl Named for Scheduling {
+    const NAMES: &'static [(Self, &'static str)] = &[
+        (Scheduling::PrefillFirst, "prefill-first"),
+        (Scheduling::DecodeFirst, "decode-first"),
+        (Scheduling::Chunked, "chunked"),
+    ];
+}
+
+impl Named for KvAlloc {
+    const NAMES: &'static [(Self, &'static str)] = &[(KvAlloc::Paged, "paged"), (KvAlloc::Prealloc, "prealloc")];
+}
+
+impl Named for Prealloc {
+    const NAMES: &'static [(Self, &'static str)] =
+        &[(Prealloc::MaxModelLen, "max-model-len"), (Prealloc::Request, "request")];
+}
+
 /// Everything that defines a modelled engine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EngineConfig {
+    /// Whose defaults it started from (`--engine`); the fields hold the resolved values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<crate::preset::Preset>,
     pub model: ModelArch,
     pub gpu: Gpu,
     /// Tensor-parallel degree (GPUs per replica).
@@ -71,12 +224,42 @@ pub struct EngineConfig {
     #[serde(default)]
     pub prefix_caching: bool,
     pub efficiency: Efficiency,
+    /// When prompts are prefilled (`chunked_prefill` is kept in step with it).
+    #[serde(default)]
+    pub scheduling: Scheduling,
+    #[serde(default)]
+    pub batching: Batching,
+    /// Static batching: the longest a batch waits to fill before it starts, seconds.
+    #[serde(default)]
+    pub batch_timeout_s: f64,
+    #[serde(default)]
+    pub kv_alloc: KvAlloc,
+    #[serde(default)]
+    pub prealloc: Prealloc,
+    /// The longest sequence (prompt plus output) served; `None`: the model's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Speculative>,
+    /// Replicas of this engine behind a router (each with `tp` GPUs).
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default)]
+    pub router: crate::cluster::Router,
+    /// Prefill and decode pools instead of replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::cluster::Disaggregation>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl EngineConfig {
     /// Defaults as vLLM sets them, for a model on a GPU.
     pub fn new(model: ModelArch, gpu: Gpu) -> Self {
         EngineConfig {
+            preset: None,
             model,
             gpu,
             tp: 1,
@@ -90,7 +273,43 @@ impl EngineConfig {
             max_waiting: 100_000,
             prefix_caching: false,
             efficiency: Efficiency::default(),
+            scheduling: Scheduling::PrefillFirst,
+            batching: Batching::Continuous,
+            batch_timeout_s: 0.0,
+            kv_alloc: KvAlloc::Paged,
+            prealloc: Prealloc::MaxModelLen,
+            max_model_len: None,
+            speculative: None,
+            replicas: 1,
+            router: crate::cluster::Router::RoundRobin,
+            disaggregation: None,
         }
+    }
+
+    /// The prefill policy in force (a configuration that only says `chunked_prefill` is chunked).
+    pub fn scheduling(&self) -> Scheduling {
+        if self.chunked_prefill { Scheduling::Chunked } else { self.scheduling }
+    }
+
+    /// Sets the prefill policy (and `chunked_prefill` with it).
+    pub fn set_scheduling(&mut self, s: Scheduling) {
+        self.scheduling = s;
+        self.chunked_prefill = s == Scheduling::Chunked;
+    }
+
+    /// GPUs the deployment uses: `tp` per engine, times replicas or prefill plus decode
+    /// instances.
+    pub fn gpus(&self) -> u32 {
+        let engines = match &self.disaggregation {
+            Some(d) => d.prefill + d.decode,
+            None => self.replicas.max(1),
+        };
+        self.tp * engines
+    }
+
+    /// The longest sequence served: `max_model_len`, at most the model's context.
+    pub fn context(&self) -> u64 {
+        self.max_model_len.map_or(self.model.max_context, |m| m.min(self.model.max_context))
     }
 }
 
@@ -135,6 +354,52 @@ impl EngineConfig {
         }
         if self.max_num_seqs == 0 {
             return bad("--max-num-seqs must be at least 1".into());
+        }
+        if self.max_model_len == Some(0) {
+            return bad("--max-model-len must be at least 1".into());
+        }
+        if !(self.batch_timeout_s.is_finite() && self.batch_timeout_s >= 0.0) {
+            return bad("--batch-timeout must be zero or positive".into());
+        }
+        if self.batching == Batching::Static && self.scheduling() != Scheduling::PrefillFirst {
+            return bad(format!(
+                "--batching static prefills each batch whole before it decodes: --scheduling {} does not apply (drop it)",
+                self.scheduling().name()
+            ));
+        }
+        if self.speculative.is_some() && self.batching == Batching::Static {
+            return bad("--speculative drafts per iteration of a continuous batch: not with --batching static".into());
+        }
+        if let Some(Speculative { method: SpecMethod::Draft { model: d }, .. }) = &self.speculative
+            && d.vocab != self.model.vocab
+        {
+            return bad(format!(
+                "--speculative: the draft model {} has a vocabulary of {} tokens and {} one of {}: a draft must share the target's tokenizer",
+                d.name, d.vocab, self.model.name, self.model.vocab
+            ));
+        }
+        if self.replicas == 0 {
+            return bad("--replicas must be at least 1".into());
+        }
+        if let Some(d) = &self.disaggregation {
+            if d.prefill == 0 || d.decode == 0 {
+                return bad("--disaggregate needs at least one prefill and one decode instance".into());
+            }
+            if self.batching == Batching::Static {
+                return bad(
+                    "--disaggregate hands each request from a prefill to a decode instance mid-batch: not with --batching static"
+                        .into(),
+                );
+            }
+            if self.replicas > 1 {
+                return bad("--replicas and --disaggregate: give the instances as prefill=P,decode=D".into());
+            }
+        }
+        if self.prefix_caching && self.kv_alloc == KvAlloc::Prealloc {
+            return bad(
+                "--prefix-caching shares KV blocks between sequences, which contiguous pre-allocation cannot: use --kv-alloc paged"
+                    .into(),
+            );
         }
         if self.max_batched_tokens < self.max_num_seqs.min(1024) {
             return bad(format!(

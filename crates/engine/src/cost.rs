@@ -38,6 +38,9 @@ pub struct BatchShape {
     pub sampled: u64,
     /// Sequences computing a prefill chunk.
     pub prefill_seqs: u64,
+    /// Sequences verifying drafted tokens (speculative decoding): their positions are counted in
+    /// the prefill fields (several tokens on a cached context), but they are decodes.
+    pub verify_seqs: u64,
 }
 
 impl BatchShape {
@@ -46,7 +49,7 @@ impl BatchShape {
     }
     /// Sequences in the batch.
     pub fn seqs(&self) -> u64 {
-        self.decode_seqs + self.prefill_seqs
+        self.decode_seqs + self.prefill_seqs + self.verify_seqs
     }
     /// Adds a prefill chunk of `new` tokens on `cached` already computed ones.
     pub fn add_prefill(&mut self, new: u64, cached: u64) {
@@ -56,6 +59,21 @@ impl BatchShape {
         self.prefill_attention += new as f64 * cached as f64 + (new as f64) * (new as f64) / 2.0;
     }
     pub fn add_decode(&mut self, context: u64) {
+        self.decode_seqs += 1;
+        self.decode_context += context;
+        self.sampled += 1;
+    }
+    /// A speculative decoding step's verification: `n` positions (the last token and `n − 1`
+    /// drafted ones) on `context` computed tokens, each sampled.
+    pub fn add_verify(&mut self, n: u64, context: u64) {
+        self.verify_seqs += 1;
+        self.prefill_tokens += n;
+        self.prefill_cached += context;
+        self.prefill_attention += n as f64 * context as f64 + (n as f64) * (n as f64) / 2.0;
+        self.sampled += n;
+    }
+    /// A padded position of a static batch: computed like a decode, its output thrown away.
+    pub fn add_padding(&mut self, context: u64) {
         self.decode_seqs += 1;
         self.decode_context += context;
         self.sampled += 1;

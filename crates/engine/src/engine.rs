@@ -18,10 +18,10 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{EngineConfig, MemoryPlan};
+use crate::config::{Batching, EngineConfig, KvAlloc, MemoryPlan, Prealloc, SpecMethod, Speculative};
 use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
 use crate::kv::{CacheCounters, KvManager};
-use crate::sched::{ContinuousBatching, Core, Limits, Policy, Seq};
+use crate::sched::{ContinuousBatching, Core, Limits, Policy, Seq, StaticBatching};
 use crate::{EngineError, Reject, SeqId, ServingEngine};
 
 /// What to run.
@@ -31,6 +31,14 @@ pub struct EngineRequest {
     pub prompt_tokens: u32,
     /// Tokens to generate before the sequence stops (its `max_tokens`, or an earlier stop).
     pub output_tokens: u32,
+    /// The `max_tokens` it asked for (what a pre-allocating engine reserves for); 0: as
+    /// `output_tokens`.
+    pub max_tokens: u32,
+    /// The request's own random seed (speculative decoding draws its accepted tokens from it).
+    pub seed: u64,
+    /// Its prompt's KV arrives with it and its first token is already generated (a decode
+    /// instance of a disaggregated deployment takes over from a prefill instance).
+    pub kv_ready: bool,
     /// Chained hashes of the sequence's full blocks at the engine's block size (prompt, then
     /// output as far as its content is known): equal leading hashes, equal prefixes. Empty when
     /// unknown (nothing is then reused).
@@ -49,6 +57,13 @@ pub fn output_length(seed: u64, min: u32, max: u32, ignore_eos: bool) -> u32 {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(0x006e_6174_7572_616c);
     rng.random_range(min.clamp(1, max)..=max)
+}
+
+/// How many of `k` drafted tokens the target accepts: each with probability `acceptance`, until
+/// the first rejection.
+fn accepted_drafts(rng: &mut rand_chacha::ChaCha8Rng, k: u32, acceptance: f64) -> u32 {
+    use rand::Rng;
+    (0..k).take_while(|_| rng.random::<f64>() < acceptance).count() as u32
 }
 
 /// Tokens delivered to one sequence at the end of an iteration.
@@ -106,25 +121,74 @@ pub struct EngineStats {
     pub max_kv_utilization: f64,
     /// Share of allocated KV slots not holding a token (internal fragmentation), time-weighted.
     pub mean_kv_fragmentation: f64,
+    /// Share of reserved (allocated) KV slots holding token states, time-weighted: paged
+    /// allocation wastes only each sequence's last block, pre-allocation the unused reservation.
+    #[serde(default)]
+    pub mean_kv_used_share: f64,
+    /// Time-weighted mean of KV tokens reserved and of KV tokens holding token states.
+    #[serde(default)]
+    pub mean_kv_reserved_tokens: f64,
+    #[serde(default)]
+    pub mean_kv_stored_tokens: f64,
+    /// Sequences the KV cache holds at once when each reserves its most (pre-allocation by
+    /// `max_model_len`); `None` when it depends on the lengths (paged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_seq_capacity: Option<u64>,
+    /// Speculative decoding: verified steps (one per sequence per iteration), tokens drafted and
+    /// accepted, and the time the draft model took.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spec_drafts: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spec_draft_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spec_accepted_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub spec_draft_s: f64,
     /// Iterations the real-time driver started more than 5 ms late (the host was busy).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub late_steps: u64,
     /// Prefix-cache lookups, hits and evictions (blocks), when prefix caching is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<CacheCounters>,
-    /// Downsampled state over time: `[t_s, running, waiting, kv_utilization]`.
-    pub series: Vec<[f64; 4]>,
+    /// Downsampled state over time: `[t_s, running, waiting, kv_utilization, kv_used_share]`.
+    pub series: Vec<Vec<f64>>,
+    /// A deployment of several engines: each engine's own statistics.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<EngineStats>,
+    /// What this engine is in its deployment (`replica 0`, `prefill 1`, `decode 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Share of the run this engine was busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    /// KV hand-overs of a disaggregated deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfers: Option<crate::cluster::TransferStats>,
     #[serde(skip)]
     series_every: u64,
     #[serde(skip)]
-    sums: [f64; 4],
+    sums: [f64; 7],
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_f(x: &f64) -> bool {
+    *x == 0.0
+}
+
 impl EngineStats {
+    /// Speculative decoding: tokens per verified step (accepted drafts plus the one sampled).
+    pub fn mean_accepted_length(&self) -> Option<f64> {
+        (self.spec_drafts > 0).then(|| 1.0 + self.spec_accepted_tokens as f64 / self.spec_drafts as f64)
+    }
+
+    /// Speculative decoding: the share of drafted tokens accepted.
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        (self.spec_draft_tokens > 0).then(|| self.spec_accepted_tokens as f64 / self.spec_draft_tokens as f64)
+    }
+
     /// Share of steps that were compute-bound.
     pub fn compute_bound_share(&self) -> f64 {
         if self.steps == 0 { 0.0 } else { self.compute_bound_steps as f64 / self.steps as f64 }
@@ -136,6 +200,9 @@ impl EngineStats {
             self.mean_waiting = self.sums[1] / self.busy_s;
             self.mean_kv_utilization = self.sums[2] / self.busy_s;
             self.mean_kv_fragmentation = self.sums[3] / self.busy_s;
+            self.mean_kv_used_share = self.sums[4] / self.busy_s;
+            self.mean_kv_reserved_tokens = self.sums[5] / self.busy_s;
+            self.mean_kv_stored_tokens = self.sums[6] / self.busy_s;
         }
     }
 }
@@ -147,6 +214,13 @@ pub struct Gauges {
     pub waiting: u32,
     pub kv_utilization: f64,
     pub preemptions: u64,
+    /// Prefix-cache tokens looked up and found (counters; whole blocks).
+    pub prefix_queried_tokens: u64,
+    pub prefix_hit_tokens: u64,
+    /// Speculative decoding counters: verified steps, drafted and accepted tokens.
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted_tokens: u64,
 }
 
 /// One engine replica.
@@ -154,6 +228,8 @@ pub struct Engine {
     cfg: EngineConfig,
     plan: MemoryPlan,
     cost: Box<dyn StepCost>,
+    /// The draft model's step cost (speculative decoding with a draft model).
+    draft: Option<Box<dyn StepCost>>,
     policy: Box<dyn Policy>,
     core: Core,
     /// Requests in intake: when each becomes schedulable.
@@ -168,10 +244,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine with the roofline step-cost model and continuous batching.
+    /// An engine with the roofline step-cost model and the configuration's batching policy.
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
         let cost = Box::new(Roofline::new(&cfg));
-        let policy = Box::new(ContinuousBatching { chunked: cfg.chunked_prefill });
+        let policy: Box<dyn Policy> = match cfg.batching {
+            Batching::Continuous => Box::new(ContinuousBatching { scheduling: cfg.scheduling() }),
+            Batching::Static => Box::new(StaticBatching { timeout_s: cfg.batch_timeout_s }),
+        };
         Self::with_parts(cfg, cost, policy)
     }
 
@@ -187,10 +266,21 @@ impl Engine {
             max_num_seqs: cfg.max_num_seqs,
             max_batched_tokens: cfg.max_batched_tokens,
             watermark: plan.kv_blocks / 100,
+            spec_k: cfg.speculative.as_ref().map_or(0, |s| s.k),
+        };
+        let draft = match &cfg.speculative {
+            Some(Speculative { method: SpecMethod::Draft { model }, .. }) => {
+                let mut d = cfg.clone();
+                d.model = (**model).clone();
+                d.speculative = None;
+                Some(Box::new(Roofline::new(&d)) as Box<dyn StepCost>)
+            }
+            _ => None,
         };
         Ok(Engine {
             core: Core::new(kv, limits),
             cost,
+            draft,
             policy,
             plan,
             cfg,
@@ -220,31 +310,52 @@ impl Engine {
         if r.prompt_tokens == 0 || r.output_tokens == 0 {
             return Err(Reject::Empty);
         }
-        if total > self.cfg.model.max_context {
-            return Err(Reject::OverContext { tokens: total, limit: self.cfg.model.max_context });
+        if total > self.cfg.context() {
+            return Err(Reject::OverContext { tokens: total, limit: self.cfg.context() });
         }
-        if !self.policy.chunked() && r.prompt_tokens as u64 > self.cfg.max_batched_tokens as u64 {
+        if !self.policy.takes_long_prompts() && r.prompt_tokens as u64 > self.cfg.max_batched_tokens as u64 {
             return Err(Reject::OverBudget {
                 tokens: r.prompt_tokens as u64,
                 limit: self.cfg.max_batched_tokens as u64,
             });
         }
-        if total > self.plan.kv_tokens {
-            return Err(Reject::OverCapacity { tokens: total, limit: self.plan.kv_tokens });
+        let need = total.max(self.reservation(r));
+        if need > self.plan.kv_tokens {
+            return Err(Reject::OverCapacity { tokens: need, limit: self.plan.kv_tokens });
         }
         Ok(())
     }
 
-    /// How long taking `r` in costs.
+    /// The KV a request reserves at admission (0: blocks as it grows).
+    fn reservation(&self, r: &EngineRequest) -> u64 {
+        match (self.cfg.kv_alloc, self.cfg.prealloc) {
+            (KvAlloc::Paged, _) => 0,
+            (KvAlloc::Prealloc, Prealloc::MaxModelLen) => self.cfg.context(),
+            (KvAlloc::Prealloc, Prealloc::Request) => r.prompt_tokens as u64 + r.max_tokens.max(r.output_tokens) as u64,
+        }
+    }
+
+    /// How long taking `r` in costs (nothing for a hand-over: its intake was paid upstream).
     fn intake_time(&self, r: &EngineRequest) -> f64 {
         let e = &self.cfg.efficiency;
-        e.ingest_s + e.ingest_per_token_s * r.prompt_tokens as f64
+        if r.kv_ready { 0.0 } else { e.ingest_s + e.ingest_per_token_s * r.prompt_tokens as f64 }
+    }
+
+    /// Requests taken in and not finished: a router's measure of load.
+    pub fn load(&self) -> usize {
+        self.intake.len() + self.core.waiting.len() + self.core.running.len()
+    }
+
+    /// How many of `hashes`' leading blocks this engine holds (a prefix-aware router's look).
+    pub fn cached_prefix(&self, hashes: &[u64]) -> usize {
+        self.core.kv.peek(hashes)
     }
 
     /// Moves requests whose intake has ended by `now` to the waiting queue.
     fn take_in(&mut self, now: f64) {
         while self.intake.front().is_some_and(|&(at, _)| at <= now + 1e-12) {
-            let (_, slot) = self.intake.pop_front().expect("peeked");
+            let (at, slot) = self.intake.pop_front().expect("peeked");
+            self.core.seq_mut(slot).arrived = at;
             self.core.waiting.push_back(slot);
         }
     }
@@ -258,13 +369,8 @@ impl Engine {
         if core.waiting.is_empty() && core.running.is_empty() {
             return;
         }
-        self.policy.plan(core);
-        if core.batch.is_empty() {
-            // nothing fits (e.g. every running sequence was preempted): the queue would wait for
-            // blocks no one frees unless something runs, so the head runs alone
-            core.force_admit_head(self.policy.chunked());
-        }
-        if core.batch.is_empty() {
+        self.policy.plan(core, now);
+        if core.batch.is_empty() && core.shape.tokens() == 0 {
             return;
         }
         // apply the iteration: a prefill that reaches the end of its prompt samples a token too;
@@ -272,12 +378,26 @@ impl Engine {
         let mut shape = core.shape;
         let mut emitted = std::mem::take(&mut self.spare);
         emitted.clear();
-        let (caching, mut finished) = (core.kv.prefix_caching(), false);
+        let (caching, keep, mut finished) = (core.kv.prefix_caching(), self.policy.keeps_finished(), false);
+        let acceptance = self.cfg.speculative.as_ref().map_or(0.0, |s| s.acceptance);
+        let mut draft = BatchShape::default();
         for i in 0..core.batch.len() {
-            let (slot, tokens) = core.batch[i];
+            let (slot, tokens, drafted) = core.batch[i];
             let seq = core.seq_mut(slot);
             let was_decode = seq.decoding();
-            seq.computed += tokens;
+            // a verified step keeps the last token, the accepted drafts, and samples one more
+            let accepted = if drafted > 0 {
+                draft.add_decode(seq.computed + 1);
+                let rng = seq.rng.as_deref_mut().expect("speculative sequences have their stream");
+                let a = accepted_drafts(rng, drafted, acceptance);
+                self.stats.spec_drafts += 1;
+                self.stats.spec_draft_tokens += drafted as u64;
+                self.stats.spec_accepted_tokens += a as u64;
+                a.min(seq.target - seq.generated - 1)
+            } else {
+                0
+            };
+            seq.computed += tokens + accepted as u64;
             if seq.computed < seq.known() {
                 // a prefill chunk that did not reach the end of the prompt
                 if caching {
@@ -286,13 +406,16 @@ impl Engine {
                 continue;
             }
             shape.sampled += u64::from(!was_decode);
-            seq.generated += 1;
+            let n = 1 + accepted;
+            seq.generated += n;
             let done = seq.generated >= seq.target;
-            emitted.push(Emit { seq: seq.id, tokens: 1, finished: done });
+            emitted.push(Emit { seq: seq.id, tokens: n, finished: done });
             if caching {
                 core.register_computed_blocks(slot);
             }
-            if done {
+            if done && keep {
+                core.seq_mut(slot).done = true;
+            } else if done {
                 finished = true;
                 core.remove(slot);
             }
@@ -300,8 +423,15 @@ impl Engine {
         if finished {
             core.drop_removed_from_running();
         }
-        let time = self.cost.time(&shape);
-        let kind = match (shape.prefill_tokens > 0, shape.decode_seqs > 0) {
+        let mut time = self.cost.time(&shape);
+        if let (Some(d), true) = (&self.draft, draft.decode_seqs > 0) {
+            // the draft model runs once per drafted token, over every speculating sequence
+            let k = core.limits.spec_k as f64;
+            let t = d.time(&draft).total_s * k;
+            self.stats.spec_draft_s += t;
+            time.total_s += t;
+        }
+        let kind = match (shape.prefill_seqs > 0, shape.decode_seqs + shape.verify_seqs > 0) {
             (true, true) => StepKind::Mixed,
             (true, false) => StepKind::Prefill,
             _ => StepKind::Decode,
@@ -345,17 +475,21 @@ impl Engine {
         let slots = used * self.cfg.block_size as f64;
         let stored = (core.stored_tokens() as f64).min(slots);
         let frag = if slots > 0.0 { (slots - stored) / slots } else { 0.0 };
+        let used_share = if slots > 0.0 { stored / slots } else { 0.0 };
         st.sums[0] += d * running;
         st.sums[1] += d * waiting;
         st.sums[2] += d * util;
         st.sums[3] += d * frag;
+        st.sums[4] += d * used_share;
+        st.sums[5] += d * slots;
+        st.sums[6] += d * stored;
         st.max_running = st.max_running.max(core.running.len() as u32);
         st.max_kv_utilization = st.max_kv_utilization.max(util);
         // keep at most ~512 samples: halve the series and double the stride when full
         if st.steps.is_multiple_of(st.series_every) {
-            st.series.push([now_s, running, waiting, util]);
+            st.series.push(vec![now_s, running, waiting, util, used_share]);
             if st.series.len() >= 1024 {
-                st.series = st.series.iter().step_by(2).copied().collect();
+                st.series = st.series.iter().step_by(2).cloned().collect();
                 st.series_every *= 2;
             }
         }
@@ -387,11 +521,20 @@ impl ServingEngine for Engine {
             id,
             prompt: r.prompt_tokens as u64,
             target: r.output_tokens,
-            generated: 0,
-            computed: 0,
+            generated: u32::from(r.kv_ready),
+            computed: if r.kv_ready { r.prompt_tokens as u64 } else { 0 },
             table: Default::default(),
+            reserve: self.reservation(&r),
             hashes: r.block_hashes,
             registered: 0,
+            arrived: ready,
+            done: false,
+            rng: self.cfg.speculative.is_some().then(|| {
+                use rand::SeedableRng;
+                let mut g = rand_chacha::ChaCha8Rng::seed_from_u64(r.seed);
+                g.set_stream(0x7370_6563);
+                Box::new(g)
+            }),
         });
         self.intake.push_back((ready, slot));
         Ok(())
@@ -423,8 +566,14 @@ impl ServingEngine for Engine {
     fn next_event(&self) -> Option<f64> {
         match &self.step {
             Some(s) => Some(s.end),
-            None if !self.core.waiting.is_empty() || !self.core.running.is_empty() => None,
-            None => self.intake.front().map(|&(at, _)| at),
+            None => {
+                let intake = self.intake.front().map(|&(at, _)| at);
+                let wake = self.policy.wake_at(&self.core);
+                match (intake, wake) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
         }
     }
 
@@ -443,12 +592,20 @@ impl ServingEngine for Engine {
             waiting: (self.core.waiting.len() + self.intake.len()) as u32,
             kv_utilization: kv.used() as f64 / kv.capacity().max(1) as f64,
             preemptions: self.core.preemptions,
+            prefix_queried_tokens: kv.counters.queried_blocks * self.cfg.block_size as u64,
+            prefix_hit_tokens: kv.counters.hit_blocks * self.cfg.block_size as u64,
+            spec_drafts: self.stats.spec_drafts,
+            spec_draft_tokens: self.stats.spec_draft_tokens,
+            spec_accepted_tokens: self.stats.spec_accepted_tokens,
         }
     }
 
     fn stats(&self) -> EngineStats {
         let mut s = self.stats.clone();
         s.preemptions = self.core.preemptions;
+        if self.cfg.kv_alloc == KvAlloc::Prealloc && self.cfg.prealloc == Prealloc::MaxModelLen {
+            s.kv_seq_capacity = Some(self.plan.kv_tokens / self.cfg.context().max(1));
+        }
         if self.core.kv.prefix_caching() {
             s.prefix_cache = Some(self.core.kv.counters);
         }
@@ -481,7 +638,7 @@ pub(crate) mod tests {
     }
 
     fn req(p: u32, o: u32) -> EngineRequest {
-        EngineRequest { prompt_tokens: p, output_tokens: o, block_hashes: Vec::new() }
+        EngineRequest { prompt_tokens: p, output_tokens: o, ..Default::default() }
     }
 
     fn emitted(out: &StepOut) -> Vec<(SeqId, bool)> {
@@ -665,7 +822,12 @@ pub(crate) mod tests {
         let mut e = small_engine(1000, |c| c.prefix_caching = true);
         // a 1000-token shared prefix and 24 own tokens: 64 blocks of 16, 62 of them the prefix
         let hashes = |own: u64| crate::kv::block_hashes(&[(7, 1000), (own, 24)], 16);
-        let r = |own| EngineRequest { prompt_tokens: 1024, output_tokens: 2, block_hashes: hashes(own) };
+        let r = |own| EngineRequest {
+            prompt_tokens: 1024,
+            output_tokens: 2,
+            block_hashes: hashes(own),
+            ..Default::default()
+        };
         submit(&mut e, 1, r(1)).unwrap();
         let first = e.step(0.0).unwrap();
         assert_eq!(first.batch_tokens, 1024);

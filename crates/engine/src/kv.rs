@@ -345,6 +345,14 @@ impl KvManager {
         hit
     }
 
+    /// How many of `hashes`' leading blocks are cached, without counting a query.
+    pub fn peek(&self, hashes: &[u64]) -> usize {
+        if !self.caching {
+            return 0;
+        }
+        hashes.iter().take_while(|h| self.by_hash.contains_key(h)).count()
+    }
+
     /// Puts the cached blocks of `hashes[..n]` at the start of an empty `table` (one more
     /// reference each). `n` must not exceed what [`KvManager::lookup`] found.
     pub fn attach(&mut self, table: &mut BlockTable, hashes: &[u64]) {

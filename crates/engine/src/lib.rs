@@ -4,27 +4,35 @@
 //! - [`config`]: an engine configuration, its validation and memory plan;
 //! - [`cost`]: the roofline step-time model;
 //! - [`kv`]: the paged KV cache (block pool, block tables, the KV manager and its prefix cache);
+//! - [`preset`]: vLLM's, SGLang's and TensorRT-LLM's defaults;
 //! - [`sched`]: scheduling policies over the engine's queues;
 //! - [`engine`]: one replica: intake, iterations, statistics;
-//! - [`ServingEngine`]: what a driver sees of an engine (a replica today; a cluster of replicas or
-//!   prefill and decode pools can stand in the same place).
+//! - [`cluster`]: deployments of several engines (replicas behind a router, prefill/decode
+//!   disaggregation) behind the same trait;
+//! - [`ServingEngine`]: what a driver sees of an engine, one or a deployment ([`build`]).
 //!
 //! Pure and synchronous: no async, no I/O beyond parsing given text, no wall clock. Two drivers
 //! run it: in real time behind an OpenAI-compatible HTTP server (`goodput-server`), and in
 //! virtual time (`goodput-sim`).
 
 pub mod catalog;
+pub mod cluster;
 pub mod config;
 pub mod cost;
 pub mod engine;
 pub mod kv;
+pub mod preset;
 pub mod sched;
 
 pub use catalog::{Catalog, Dtype, Gpu, ModelArch};
-pub use config::{Efficiency, EngineConfig, MemoryPlan};
+pub use cluster::{Disaggregation, Link, Router, TransferStats, build};
+pub use config::{
+    Batching, Efficiency, EngineConfig, KvAlloc, MemoryPlan, Named, Prealloc, Scheduling, SpecMethod, Speculative,
+};
 pub use cost::{BatchShape, Roofline, StepCost, StepTime};
 pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, StepOut, output_length};
 pub use kv::block_hashes;
+pub use preset::{Given, Preset};
 
 /// The caller's id for a sequence (unique among live sequences).
 pub type SeqId = u64;

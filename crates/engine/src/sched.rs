@@ -2,12 +2,14 @@
 //!
 //! The engine keeps its sequences, queues and KV manager in a [`Core`]; a [`Policy`] plans each
 //! iteration by calling the core's building blocks (admit the head of the queue, schedule the
-//! running sequences, preempt). [`ContinuousBatching`] is vLLM's iteration-level policy, with or
-//! without chunked prefill; other policies (static batching, decode-first) plug in the same way.
+//! running sequences, preempt). [`ContinuousBatching`] is iteration-level batching (vLLM's, with
+//! prefill-first, decode-first or chunked prefill); [`StaticBatching`] forms request-level batches
+//! that run to their longest sequence.
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::SeqId;
+use crate::config::Scheduling;
 use crate::cost::BatchShape;
 use crate::kv::{BlockTable, KvManager};
 
@@ -26,6 +28,14 @@ pub struct Seq {
     pub hashes: Vec<u64>,
     /// Leading blocks already registered in the prefix cache.
     pub registered: usize,
+    /// Tokens of KV reserved at admission (pre-allocation); 0: blocks as it grows.
+    pub reserve: u64,
+    /// When it became schedulable, seconds.
+    pub arrived: f64,
+    /// It has generated all its tokens but stays in its static batch as padding.
+    pub done: bool,
+    /// Its own random stream (how many drafted tokens are accepted), from the request's seed.
+    pub rng: Option<Box<rand_chacha::ChaCha8Rng>>,
 }
 
 impl Seq {
@@ -50,6 +60,8 @@ pub struct Limits {
     pub max_batched_tokens: u32,
     /// Blocks kept free at admission (vLLM's watermark), so running sequences can grow.
     pub watermark: u32,
+    /// Speculative decoding: tokens drafted per decoding sequence per iteration (0: off).
+    pub spec_k: u32,
 }
 
 /// Sequences, queues and the KV cache: what a policy plans over.
@@ -63,8 +75,8 @@ pub struct Core {
     pub waiting: VecDeque<usize>,
     /// Running sequences in admission order.
     pub running: Vec<usize>,
-    /// The iteration being planned: (slot, tokens it computes).
-    pub batch: Vec<(usize, u64)>,
+    /// The iteration being planned: (slot, tokens it computes, tokens drafted for it to verify).
+    pub batch: Vec<(usize, u64, u32)>,
     pub shape: BatchShape,
     /// Sequences preempted while planning this iteration.
     pub preempted: Vec<SeqId>,
@@ -148,6 +160,18 @@ impl Core {
         }
     }
 
+    /// Whether every running sequence is padding (a static batch has finished).
+    pub fn batch_done(&self) -> bool {
+        self.running.iter().all(|&s| self.slots[s].as_ref().is_none_or(|q| q.done))
+    }
+
+    /// Removes every running sequence (the end of a static batch).
+    pub fn end_batch(&mut self) {
+        for slot in std::mem::take(&mut self.running) {
+            self.remove(slot);
+        }
+    }
+
     /// Tokens stored in the KV cache by running sequences.
     pub fn stored_tokens(&self) -> u64 {
         self.running.iter().map(|&s| self.slots[s].as_ref().map_or(0, |q| q.computed)).sum()
@@ -207,27 +231,34 @@ impl Core {
             return false;
         }
         self.attach_cached_prefix(slot);
-        let (pending, computed, held) = {
+        let (pending, computed, held, reserve) = {
             let s = self.seq(slot);
-            (s.pending(), s.computed, s.table.len() as u32)
+            (s.pending(), s.computed, s.table.len() as u32, s.reserve)
         };
         let tokens = if chunk { pending.min(*budget) } else { pending };
         if tokens > *budget {
             return false;
         }
-        let need = ((computed + tokens).div_ceil(self.kv.block_size() as u64) as u32).saturating_sub(held);
+        // a pre-allocated sequence takes its whole reservation now
+        let hold = (computed + tokens).max(reserve);
+        let need = (hold.div_ceil(self.kv.block_size() as u64) as u32).saturating_sub(held);
         if self.kv.available() < need + self.limits.watermark {
             return false;
         }
         let ok = {
             let seq = self.slots[slot].as_mut().expect("live slot");
-            self.kv.grow(&mut seq.table, computed + tokens)
+            self.kv.grow(&mut seq.table, hold)
         };
         debug_assert!(ok);
         self.waiting.pop_front();
         self.running.push(slot);
-        self.batch.push((slot, tokens));
-        self.shape.add_prefill(tokens, computed);
+        self.batch.push((slot, tokens, 0));
+        if self.seq(slot).decoding() {
+            // a hand-over (its KV arrived computed): it joins straight into decoding
+            self.shape.add_decode(computed + 1);
+        } else {
+            self.shape.add_prefill(tokens, computed);
+        }
         *budget -= tokens;
         true
     }
@@ -238,16 +269,16 @@ impl Core {
         let Some(&slot) = self.waiting.front() else { return };
         self.attach_cached_prefix(slot);
         let max = self.limits.max_batched_tokens as u64;
-        let (pending, computed) = (self.seq(slot).pending(), self.seq(slot).computed);
+        let (pending, computed, reserve) = (self.seq(slot).pending(), self.seq(slot).computed, self.seq(slot).reserve);
         let tokens = if chunk { pending.min(max) } else { pending };
         let ok = {
             let seq = self.slots[slot].as_mut().expect("live slot");
-            self.kv.grow(&mut seq.table, computed + tokens)
+            self.kv.grow(&mut seq.table, (computed + tokens).max(reserve))
         };
         if ok {
             self.waiting.pop_front();
             self.running.push(slot);
-            self.batch.push((slot, tokens));
+            self.batch.push((slot, tokens, 0));
             self.shape.add_prefill(tokens, computed);
         }
     }
@@ -256,9 +287,18 @@ impl Core {
     /// unfinished prefill (chunked) what the budget leaves. A sequence that needs a block when
     /// none is free preempts the most recently admitted ones.
     pub fn schedule_running(&mut self, budget: &mut u64) {
+        self.schedule_running_live(budget);
+    }
+
+    /// As [`Core::schedule_running`], skipping padding (finished sequences of a static batch).
+    pub fn schedule_running_live(&mut self, budget: &mut u64) {
         let mut i = 0;
         while i < self.running.len() {
             let slot = self.running[i];
+            if self.seq(slot).done {
+                i += 1;
+                continue;
+            }
             let (pending, computed, decoding) = {
                 let s = self.seq(slot);
                 (s.pending(), s.computed, s.decoding())
@@ -267,59 +307,145 @@ impl Core {
             if tokens == 0 {
                 break;
             }
-            if !self.reserve(slot, computed + tokens) {
+            // speculative decoding: the last token and `k` drafted ones are verified together
+            let k = self.limits.spec_k;
+            let drafted = if decoding && k > 0 && *budget > k as u64 { k } else { 0 };
+            let positions = tokens + drafted as u64;
+            if !self.reserve(slot, computed + positions) {
                 continue; // preempted itself; `running` shrank, `i` now points past the end
             }
-            self.batch.push((slot, tokens));
-            if decoding {
+            self.batch.push((slot, tokens, drafted));
+            if drafted > 0 {
+                self.shape.add_verify(positions, computed);
+            } else if decoding {
                 self.shape.add_decode(computed + 1);
             } else {
                 self.shape.add_prefill(tokens, computed);
             }
-            *budget -= tokens;
+            *budget -= positions;
             i += 1;
         }
         // a preemption may have removed sequences already batched: drop them from the batch
         if !self.preempted.is_empty() {
             let running = &self.running;
-            self.batch.retain(|(s, _)| running.contains(s));
+            self.batch.retain(|(s, _, _)| running.contains(s));
         }
     }
 }
 
 /// Plans iterations.
 pub trait Policy: Send {
-    /// Fills `core.batch` and `core.shape` for the next iteration (both start empty).
-    fn plan(&mut self, core: &mut Core);
-    /// Whether prompts are split into chunks that share iterations with decodes.
-    fn chunked(&self) -> bool;
+    /// Fills `core.batch` and `core.shape` for the iteration starting at `now` (both start
+    /// empty). An empty batch means nothing runs now.
+    fn plan(&mut self, core: &mut Core, now: f64);
+    /// Whether a prompt may be longer than the token budget (it is split into chunks, or the
+    /// policy prefills whole batches).
+    fn takes_long_prompts(&self) -> bool;
+    /// Whether a sequence that finished stays, as padding, until its batch ends.
+    fn keeps_finished(&self) -> bool {
+        false
+    }
+    /// When the policy wants to plan again although nothing else happens (a batch timeout).
+    fn wake_at(&self, _core: &Core) -> Option<f64> {
+        None
+    }
 }
 
-/// vLLM's iteration-level continuous batching. Without chunking (V0's default policy): when
-/// waiting sequences fit, the iteration is a prefill of them, ahead of the running decodes;
-/// otherwise every running sequence decodes one token. With chunking: running sequences first
-/// (decodes, then unfinished prefill chunks), then admissions, all within the token budget.
+/// Iteration-level (continuous) batching: sequences join and leave at every iteration.
+///
+/// - prefill-first (vLLM V0's default): when waiting sequences fit, the iteration is a prefill of
+///   them, ahead of the running decodes; otherwise every running sequence decodes one token;
+/// - decode-first: every running sequence decodes, and whole waiting prompts join in the budget
+///   that is left;
+/// - chunked: running sequences first (decodes, then unfinished prompt chunks), then waiting
+///   prompts, split to fill the token budget.
 #[derive(Clone, Copy, Debug)]
 pub struct ContinuousBatching {
-    pub chunked: bool,
+    pub scheduling: Scheduling,
 }
 
 impl Policy for ContinuousBatching {
-    fn plan(&mut self, core: &mut Core) {
+    fn plan(&mut self, core: &mut Core, _now: f64) {
         let mut budget = core.limits.max_batched_tokens as u64;
-        if self.chunked {
-            core.schedule_running(&mut budget);
-            while core.admit_head(&mut budget, true) {}
-        } else {
-            while core.admit_head(&mut budget, false) {}
-            if core.batch.is_empty() {
-                let mut unlimited = u64::MAX;
-                core.schedule_running(&mut unlimited);
+        match self.scheduling {
+            Scheduling::Chunked => {
+                core.schedule_running(&mut budget);
+                while core.admit_head(&mut budget, true) {}
             }
+            Scheduling::DecodeFirst => {
+                core.schedule_running(&mut budget);
+                while core.admit_head(&mut budget, false) {}
+            }
+            Scheduling::PrefillFirst => {
+                while core.admit_head(&mut budget, false) {}
+                if core.batch.is_empty() {
+                    let mut unlimited = u64::MAX;
+                    core.schedule_running(&mut unlimited);
+                }
+            }
+        }
+        if core.batch.is_empty() {
+            // nothing fits (e.g. every running sequence was preempted): the queue would wait for
+            // blocks no one frees unless something runs, so the head runs alone
+            core.force_admit_head(self.scheduling == Scheduling::Chunked);
         }
     }
 
-    fn chunked(&self) -> bool {
-        self.chunked
+    fn takes_long_prompts(&self) -> bool {
+        self.scheduling == Scheduling::Chunked
+    }
+}
+
+/// Request-level (static) batching, as before iteration-level scheduling: a batch of up to
+/// `max_num_seqs` forms from the queue (it waits at most `timeout_s` for the batch to fill),
+/// prefills together, and decodes until its longest sequence finishes. A finished sequence stays
+/// as padding: it is computed (its context frozen) and holds its KV until the batch ends; new
+/// requests wait for the next batch.
+#[derive(Clone, Copy, Debug)]
+pub struct StaticBatching {
+    pub timeout_s: f64,
+}
+
+impl Policy for StaticBatching {
+    fn plan(&mut self, core: &mut Core, now: f64) {
+        if !core.running.is_empty() && core.batch_done() {
+            core.end_batch();
+        }
+        if core.running.is_empty() {
+            let Some(&head) = core.waiting.front() else { return };
+            let full = core.waiting.len() >= core.limits.max_num_seqs as usize;
+            if !full && now + 1e-12 < core.seq(head).arrived + self.timeout_s {
+                return; // wait for the batch to fill
+            }
+            let mut unlimited = u64::MAX;
+            while core.admit_head(&mut unlimited, false) {}
+            if core.batch.is_empty() {
+                core.force_admit_head(false);
+            }
+            return;
+        }
+        // the batch decodes; finished sequences are padding at their final context
+        let mut unlimited = u64::MAX;
+        let padding: Vec<u64> =
+            core.running.iter().map(|&s| core.seq(s)).filter(|q| q.done).map(|q| q.computed).collect();
+        core.schedule_running_live(&mut unlimited);
+        for context in padding {
+            core.shape.add_padding(context);
+        }
+    }
+
+    fn takes_long_prompts(&self) -> bool {
+        true
+    }
+
+    fn keeps_finished(&self) -> bool {
+        true
+    }
+
+    fn wake_at(&self, core: &Core) -> Option<f64> {
+        match core.waiting.front() {
+            Some(&head) if core.running.is_empty() => Some(core.seq(head).arrived + self.timeout_s),
+            _ => None,
+        }
     }
 }

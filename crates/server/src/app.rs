@@ -2,9 +2,8 @@
 //! prompt, submitting to the engine, streaming its tokens back).
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
@@ -14,94 +13,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use bytes::Bytes;
-use goodput_engine::{Engine, EngineRequest, Reject, output_length};
+use goodput_engine::{EngineRequest, Reject, block_hashes, output_length};
 use goodput_results::Api;
 use goodput_tokenizer::Tokenizer;
 use http_body_util::BodyExt;
 use rand::SeedableRng;
-use serde::Serialize;
+use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpListener;
 
-use crate::driver::{self, EngineHandle};
-use crate::embedded::lower_priority_by;
-use crate::metrics;
+use crate::driver;
 use crate::openai::{self, ApiError, Chunks, GenRequest};
+use crate::priority::lower_priority_by;
+use crate::state::{AppState, Trace};
 use crate::stream::{Phase, TokenStream};
-
-/// HTTP-side settings.
-#[derive(Clone, Debug, Serialize)]
-pub struct ServerConfig {
-    /// The model id served (`GET /v1/models`); requests for any other model get 404.
-    pub model_name: String,
-    /// Bodies larger than this are refused with 413.
-    pub max_body_bytes: usize,
-    /// Seeds the output lengths of requests without `ignore_eos` and the generated words.
-    pub seed: u64,
-    /// Keep every token's emit time per request (for tests that hold clients against the truth).
-    #[serde(skip)]
-    pub trace: bool,
-    /// Nice value of the embedded server's threads (its runtime and engine thread), so that a load
-    /// generator on the same machine keeps precedence (0: unchanged).
-    #[serde(skip)]
-    pub nice: i32,
-}
-
-impl ServerConfig {
-    pub fn new(model_name: impl Into<String>) -> Self {
-        ServerConfig { model_name: model_name.into(), max_body_bytes: 16 << 20, seed: 0, trace: false, nice: 0 }
-    }
-}
-
-/// When a request arrived and when each of its tokens was handed to the connection.
-#[derive(Clone, Debug)]
-pub struct Trace {
-    pub id: u64,
-    pub arrived: Instant,
-    pub prompt_tokens: u64,
-    /// One entry per chunk written, with the tokens it carried.
-    pub emits: Vec<(Instant, u32)>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) engine: EngineHandle,
-    pub(crate) tokenizer: Tokenizer,
-    pub(crate) cfg: ServerConfig,
-    pub(crate) max_context: u64,
-    pub(crate) metrics: metrics::ServerMetrics,
-    pub(crate) next_id: AtomicU64,
-    pub(crate) created: u64,
-    pub(crate) traces: Mutex<Vec<Trace>>,
-}
-
-/// Shared state of the HTTP handlers.
-#[derive(Clone)]
-pub struct AppState(pub(crate) Arc<Inner>);
-
-impl AppState {
-    /// Starts the engine thread for `engine` and wraps it for the handlers.
-    pub fn new(engine: Engine, tokenizer: Tokenizer, cfg: ServerConfig) -> Self {
-        let max_context = engine.config().model.max_context;
-        AppState(Arc::new(Inner {
-            engine: EngineHandle::start(engine),
-            tokenizer,
-            cfg,
-            max_context,
-            metrics: metrics::ServerMetrics::default(),
-            next_id: AtomicU64::new(0),
-            created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-            traces: Mutex::new(Vec::new()),
-        }))
-    }
-
-    pub fn engine(&self) -> &EngineHandle {
-        &self.0.engine
-    }
-
-    /// Per-request emit times (when `ServerConfig::trace` is on).
-    pub fn traces(&self) -> Vec<Trace> {
-        self.0.traces.lock().expect("traces").clone()
-    }
-}
 
 /// The router: OpenAI endpoints, `/health`, `/metrics`, and OpenAI-style 404s for anything else
 /// (405s for a known path with the wrong method).
@@ -177,20 +101,65 @@ fn template_tokens(endpoint: Api, messages: usize) -> u64 {
     }
 }
 
+/// A parsed request and its prompt's length in tokens (with the chat template's).
+struct Counted {
+    request: GenRequest,
+    prompt: u64,
+    sequence: Option<Vec<u64>>,
+}
+
+/// A chat role's marker in a hashed sequence (above every token id).
+fn role_marker(role: &str) -> u64 {
+    let i = openai::ROLES.iter().position(|r| *r == role).unwrap_or(0);
+    (1 << 40) + i as u64
+}
+
+/// The prompt as the prefix cache sees it: its token ids, each chat message after its role's
+/// marker, and for chat the assistant's marker that opens the reply (as a chat template's
+/// generation prompt does). The next turn of a conversation repeats this sequence and the reply.
+fn prompt_sequence(tk: &Tokenizer, r: &GenRequest) -> Vec<u64> {
+    let mut seq = Vec::new();
+    for (i, text) in r.texts.iter().enumerate() {
+        if let Some(role) = r.roles.get(i) {
+            seq.push(role_marker(role));
+        }
+        seq.extend(tk.encode(text).into_iter().map(u64::from));
+    }
+    if r.endpoint == Api::Chat {
+        seq.push(role_marker("assistant"));
+    }
+    seq
+}
+
+/// The block hashes of a request whose prompt is `sequence` and whose reply will be the `output`
+/// words the stream's generator draws from `rng`.
+fn sequence_hashes(tk: &Tokenizer, mut sequence: Vec<u64>, rng: &ChaCha8Rng, output: u32, block_size: u32) -> Vec<u64> {
+    sequence.extend(tk.words_ids(output as usize, &mut rng.clone()).into_iter().map(u64::from));
+    let tokens: Vec<(u64, u32)> = sequence.into_iter().map(|t| (t, 1)).collect();
+    block_hashes(&tokens, block_size)
+}
+
 /// Parses a request and counts its prompt, off the runtime's workers (a blocking-pool thread at
 /// lowered priority) and in bounded time: counting stops as soon as the prompt passes the model's
 /// context, and a prompt whose byte length alone proves it too long is not counted at all. So a
 /// huge prompt costs the server a bounded amount of CPU and never delays other streams' tokens.
-async fn parse_and_count(s: &AppState, endpoint: Api, bytes: Bytes) -> Result<(GenRequest, u64), ApiError> {
+///
+/// When the engine reuses prefixes it also returns the prompt's content as a token sequence to
+/// hash ([`prompt_sequence`]).
+async fn parse_and_count(s: &AppState, endpoint: Api, bytes: Bytes) -> Result<Counted, ApiError> {
     let tk = s.0.tokenizer.clone();
     let max_context = s.0.max_context;
-    let job = move || -> Result<(GenRequest, u64), ApiError> {
+    let caching = s.0.engine.prefix_block_size().is_some();
+    let job = move || -> Result<Counted, ApiError> {
         lower_priority_by(5);
         let r: GenRequest = openai::parse(endpoint, &bytes)?;
         let template = template_tokens(endpoint, r.texts.len());
         let limit = max_context.saturating_sub(template) as usize;
         match tk.count_at_most(r.texts.iter().map(String::as_str), limit) {
-            Ok(n) => Ok((r, n as u64 + template)),
+            Ok(n) => {
+                let sequence = caching.then(|| prompt_sequence(&tk, &r));
+                Ok(Counted { prompt: n as u64 + template, sequence, request: r })
+            }
             Err(at_least) => Err(ApiError::bad_request(format!(
                 "This model's maximum context length is {max_context} tokens. However, your prompt has at least {} \
                  tokens. Please reduce the length of the messages or prompt.",
@@ -205,7 +174,7 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
     let arrived = Instant::now();
     let m = &s.0;
     let bytes = read_body(req.into_body(), m.cfg.max_body_bytes).await?;
-    let (r, prompt) = parse_and_count(&s, endpoint, bytes).await?;
+    let Counted { request: r, prompt, sequence } = parse_and_count(&s, endpoint, bytes).await?;
     if r.model != m.cfg.model_name {
         return Err(ApiError::not_found(format!(
             "The model `{}` does not exist (this server serves `{}`).",
@@ -238,13 +207,19 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
     // the request's own seed when it sends one (goodput does, to the embedded engine, so that
     // natural stops match the simulator's); otherwise one per request from the server's seed
     let seed = r.seed.unwrap_or(m.cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let rng = ChaCha8Rng::seed_from_u64(seed);
     let max_tokens = max_tokens.min(u32::MAX as u64);
     let output = output_length(seed, r.min_tokens, max_tokens as u32, r.ignore_eos);
     let ereq = EngineRequest {
         prompt_tokens: prompt.min(u32::MAX as u64) as u32,
         output_tokens: output,
-        block_hashes: Vec::new(),
+        max_tokens: max_tokens as u32,
+        seed,
+        block_hashes: match (sequence, m.engine.prefix_block_size()) {
+            (Some(seq), Some(bs)) => sequence_hashes(&m.tokenizer, seq, &rng, output, bs),
+            _ => Vec::new(),
+        },
+        kv_ready: false,
     };
     let rx = match m.engine.submit(id, ereq, arrived).await {
         Ok(rx) => rx,

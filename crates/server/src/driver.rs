@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use goodput_engine::{Engine, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine};
+use goodput_engine::{EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine};
 use goodput_pacing::{self as pacing, Woken};
 use tokio::sync::{mpsc, oneshot};
 
@@ -43,22 +43,25 @@ enum Cmd {
 pub struct EngineHandle {
     tx: Sender<Cmd>,
     gauges: Arc<Mutex<Gauges>>,
+    /// The block size the engine's prefix cache hashes at, when it has one.
+    prefix_block_size: Option<u32>,
     /// Iterations that started later than their deadline by more than 5 ms (the host was busy).
     pub late_steps: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl EngineHandle {
-    /// Starts the engine thread.
-    pub fn start(engine: Engine) -> Self {
+    /// Starts the engine thread (one engine or a deployment of several).
+    pub fn start(engine: Box<dyn ServingEngine>) -> Self {
         let (tx, rx) = channel();
         let gauges = Arc::new(Mutex::new(engine.gauges()));
         let late = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let prefix_block_size = engine.prefix_block_size();
         let (g, l) = (Arc::clone(&gauges), Arc::clone(&late));
         std::thread::Builder::new()
             .name("goodput-engine".into())
             .spawn(move || run(engine, rx, g, l))
             .expect("spawn engine thread");
-        EngineHandle { tx, gauges, late_steps: late }
+        EngineHandle { tx, gauges, prefix_block_size, late_steps: late }
     }
 
     /// Queues a sequence that reached the server at `arrived` (the engine's modelled intake,
@@ -78,6 +81,12 @@ impl EngineHandle {
             Ok(Err(r)) => Err(SubmitError::Rejected(r)),
             Err(_) => Err(SubmitError::Stopped),
         }
+    }
+
+    /// The block size requests' [`EngineRequest::block_hashes`] are computed at, when the engine
+    /// reuses prefixes.
+    pub fn prefix_block_size(&self) -> Option<u32> {
+        self.prefix_block_size
     }
 
     pub fn abort(&self, id: SeqId) {
@@ -113,14 +122,19 @@ const LATE: Duration = Duration::from_millis(5);
 
 type Sinks = HashMap<SeqId, mpsc::UnboundedSender<TokenEvent>>;
 
-fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: Arc<std::sync::atomic::AtomicU64>) {
+fn run(
+    mut engine: Box<dyn ServingEngine>,
+    rx: Receiver<Cmd>,
+    gauges: Arc<Mutex<Gauges>>,
+    late: Arc<std::sync::atomic::AtomicU64>,
+) {
     pacing::precise_timers();
     let t0 = Instant::now();
     let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
     let mut sinks: Sinks = HashMap::new();
     let mut emits = Vec::new();
     // serves one command at `now`; false: stop
-    let handle = |cmd: Cmd, engine: &mut Engine, sinks: &mut Sinks, now: f64| -> bool {
+    let handle = |cmd: Cmd, engine: &mut dyn ServingEngine, sinks: &mut Sinks, now: f64| -> bool {
         match cmd {
             Cmd::Submit { id, req, arrived, sink, reply } => {
                 let r = engine.submit(id, req, secs(arrived).min(now));
@@ -165,11 +179,11 @@ fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: 
             }
         };
         if let Some(cmd) = cmd {
-            if !handle(cmd, &mut engine, &mut sinks, secs(Instant::now())) {
+            if !handle(cmd, engine.as_mut(), &mut sinks, secs(Instant::now())) {
                 return;
             }
             while let Ok(cmd) = rx.try_recv() {
-                if !handle(cmd, &mut engine, &mut sinks, secs(Instant::now())) {
+                if !handle(cmd, engine.as_mut(), &mut sinks, secs(Instant::now())) {
                     return;
                 }
             }
@@ -180,11 +194,11 @@ fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: 
         // (on the engine's own clock value, not one rounded through an Instant)
         let (at, at_s) = (event.expect("a due event"), event_s.expect("a due event"));
         let now = Instant::now();
-        let t = if now.duration_since(at) > LATE {
+        let (at, t) = if now.duration_since(at) > LATE {
             late.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            secs(now)
+            (now, secs(now))
         } else {
-            at_s
+            (at, at_s)
         };
         emits.clear();
         engine.complete(t, &mut emits);
@@ -201,7 +215,7 @@ fn run(mut engine: Engine, rx: Receiver<Cmd>, gauges: Arc<Mutex<Gauges>>, late: 
             }
         }
         while let Ok(cmd) = rx.try_recv() {
-            if !handle(cmd, &mut engine, &mut sinks, t) {
+            if !handle(cmd, engine.as_mut(), &mut sinks, t) {
                 return;
             }
         }

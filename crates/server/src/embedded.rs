@@ -3,11 +3,13 @@
 
 use std::net::SocketAddr;
 
-use goodput_engine::{Engine, EngineConfig};
+use goodput_engine::EngineConfig;
 use goodput_tokenizer::Tokenizer;
 use tokio::net::TcpListener;
 
-use crate::app::{AppState, ServerConfig, serve};
+use crate::app::serve;
+use crate::priority::lower_priority;
+use crate::state::{AppState, ServerConfig};
 
 /// The engine served in-process on an ephemeral loopback port (`goodput bench` without `--url`),
 /// on a runtime and threads of its own, as a separate server would be.
@@ -21,7 +23,8 @@ pub struct Embedded {
 
 impl Embedded {
     pub async fn start(engine_cfg: EngineConfig, tokenizer: Tokenizer, cfg: ServerConfig) -> Result<Self, EmbedError> {
-        let engine = Engine::new(engine_cfg).map_err(|e| EmbedError::Engine(e.to_string()))?;
+        // checked here, so that a bad configuration is an error and not a dead server
+        goodput_engine::build(&engine_cfg).map_err(|e| EmbedError::Engine(e.to_string()))?;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(EmbedError::Io)?;
         listener.set_nonblocking(true).map_err(EmbedError::Io)?;
         let addr = listener.local_addr().map_err(EmbedError::Io)?;
@@ -38,7 +41,10 @@ impl Embedded {
         // the state (and its engine thread) is made on the embedded runtime's thread, whose
         // priority the engine thread inherits
         let task = runtime.spawn(async move {
-            let state = AppState::new(engine, tokenizer, cfg);
+            let state = match AppState::new(&engine_cfg, tokenizer, cfg) {
+                Ok(s) => s,
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+            };
             let _ = ready.send(state.clone());
             serve(TcpListener::from_std(listener)?, state, async {
                 let _ = stopped.await;
@@ -77,33 +83,6 @@ impl Drop for Embedded {
             rt.shutdown_background();
         }
     }
-}
-
-/// Sets the calling thread's nice value to `n` when positive (Linux; lowering a priority is always
-/// permitted).
-fn lower_priority(n: i32) {
-    #[cfg(target_os = "linux")]
-    if n > 0 {
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, 0, n);
-        }
-    }
-    let _ = n;
-}
-
-/// Lowers the calling thread's priority by `delta` nice steps (Linux; once per thread: a pool
-/// thread that already did it keeps its level).
-pub(crate) fn lower_priority_by(delta: i32) {
-    thread_local!(static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
-    if DONE.with(|d| d.replace(true)) {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    unsafe {
-        let cur = libc::getpriority(libc::PRIO_PROCESS, 0);
-        libc::setpriority(libc::PRIO_PROCESS, 0, (cur + delta).min(19));
-    }
-    let _ = delta;
 }
 
 #[derive(Debug, thiserror::Error)]

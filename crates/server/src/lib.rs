@@ -15,8 +15,11 @@ pub mod driver;
 pub mod embedded;
 pub mod metrics;
 pub mod openai;
+mod priority;
+pub mod state;
 mod stream;
 
-pub use app::{AppState, ServerConfig, Trace, app, serve};
+pub use app::{app, serve};
 pub use driver::{EngineHandle, TokenEvent};
 pub use embedded::{EmbedError, Embedded};
+pub use state::{AppState, ServerConfig, Trace};

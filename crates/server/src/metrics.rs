@@ -107,6 +107,16 @@ impl ServerMetrics {
         scalar("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be admitted.", g.waiting as f64);
         scalar("vllm:kv_cache_usage_perc", "gauge", "KV cache usage (1 means 100 percent).", g.kv_utilization);
         scalar("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", g.preemptions as f64);
+        let counters = [
+            ("vllm:prefix_cache_queries_total", "Prefix cache queries, in tokens.", g.prefix_queried_tokens),
+            ("vllm:prefix_cache_hits_total", "Prefix cache hits, in tokens.", g.prefix_hit_tokens),
+            ("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", g.spec_drafts),
+            ("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", g.spec_draft_tokens),
+            ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", g.spec_accepted_tokens),
+        ];
+        for (name, help, v) in counters {
+            scalar(name, "counter", help, v as f64);
+        }
         scalar("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", m.prompt_tokens as f64);
         scalar(
             "vllm:generation_tokens_total",
@@ -138,11 +148,23 @@ mod tests {
         m.tokens(1, None);
         m.tokens(2, Some(0.04));
         m.finished(0.2);
-        let g = Gauges { running: 2, waiting: 1, kv_utilization: 0.25, preemptions: 3 };
+        let g = Gauges {
+            running: 2,
+            waiting: 1,
+            kv_utilization: 0.25,
+            preemptions: 3,
+            prefix_queried_tokens: 64,
+            prefix_hit_tokens: 32,
+            spec_drafts: 5,
+            spec_draft_tokens: 20,
+            spec_accepted_tokens: 12,
+        };
         let t = m.render("llama", &g);
         assert!(t.contains("vllm:num_requests_running{model_name=\"llama\"} 2"));
         assert!(t.contains("vllm:kv_cache_usage_perc{model_name=\"llama\"} 0.25"));
         assert!(t.contains("vllm:generation_tokens_total{model_name=\"llama\"} 3"));
+        assert!(t.contains("vllm:prefix_cache_hits_total{model_name=\"llama\"} 32"));
+        assert!(t.contains("vllm:spec_decode_num_accepted_tokens_total{model_name=\"llama\"} 12"));
         assert!(t.contains("vllm:time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"0.04\"} 1"));
         assert!(t.contains("vllm:time_to_first_token_seconds_bucket{model_name=\"llama\",le=\"0.02\"} 0"));
         // two ITL samples of 20 ms each

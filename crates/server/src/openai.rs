@@ -55,6 +55,8 @@ pub struct GenRequest {
     pub model: String,
     /// The prompt text (completions) or the messages' contents (chat), for counting.
     pub texts: Vec<String>,
+    /// Chat: each message's role (as many as `texts`); empty for completions.
+    pub roles: Vec<&'static str>,
     pub max_tokens: Option<u32>,
     pub min_tokens: u32,
     pub ignore_eos: bool,
@@ -63,6 +65,9 @@ pub struct GenRequest {
     /// The request's own random seed (OpenAI's `seed`): its natural stop and its words.
     pub seed: Option<u64>,
 }
+
+/// The chat roles a message may have.
+pub const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
 
 fn uint(v: &Value, field: &str) -> Result<Option<u32>, ApiError> {
     match v.get(field) {
@@ -94,6 +99,7 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
         Some(_) => return Err(ApiError::bad_request("`model` must be a non-empty string")),
         None => return Err(ApiError::bad_request("missing required field `model`")),
     };
+    let mut roles = Vec::new();
     let texts = match endpoint {
         Api::Completions => match v.get("prompt") {
             Some(Value::String(s)) => vec![s.clone()],
@@ -116,11 +122,12 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
             let mut texts = Vec::new();
             for (i, m) in msgs.iter().enumerate() {
                 let role = m.get("role").and_then(Value::as_str);
-                if !matches!(role, Some("system" | "user" | "assistant" | "tool" | "developer")) {
+                let Some(known) = ROLES.iter().find(|r| Some(**r) == role) else {
                     return Err(ApiError::bad_request(format!(
                         "messages[{i}].role must be one of system, user, assistant, tool, developer"
                     )));
-                }
+                };
+                roles.push(*known);
                 match m.get("content") {
                     Some(Value::String(s)) => texts.push(s.clone()),
                     Some(Value::Array(parts)) => {
@@ -171,6 +178,7 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
         endpoint,
         model,
         texts,
+        roles,
         max_tokens,
         min_tokens,
         ignore_eos: boolean(&v, "ignore_eos")?,

@@ -3,9 +3,9 @@
 use bytes::Bytes;
 use std::time::Instant;
 
-use crate::app::{AppState, Trace};
 use crate::driver::TokenEvent;
 use crate::openai::{ApiError, Chunks};
+use crate::state::{AppState, Trace};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {

@@ -136,7 +136,10 @@ impl<'a> Sim<'a> {
         let req = EngineRequest {
             prompt_tokens: r.input_tokens.min(u32::MAX as u64) as u32,
             output_tokens: output,
+            max_tokens: r.max_tokens,
+            seed: r.seed,
             block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
+            kv_ready: false,
         };
         match engine.submit(r.id, req, sent) {
             Ok(()) => {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use goodput_client::{CancelHandle, Counters, Endpoint, HttpClient, Observer, RunConfig, cancel_pair};
-use goodput_engine::{Engine, EngineStats};
+use goodput_engine::EngineStats;
 use goodput_metrics::{RequestRecord, StopReason};
 use goodput_results::plan::{EnginePlan, RunPlan};
 use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summaries, summary_options, unix_ns};
@@ -87,7 +87,7 @@ impl Target for EmbeddedTarget {
     }
 
     fn gpus(&self) -> Option<u32> {
-        Some(self.engine.config.tp)
+        Some(self.engine.config.gpus())
     }
 
     fn describe(&self) -> String {
@@ -112,7 +112,7 @@ impl Target for SimTarget {
     async fn run(&mut self, stage: &Stage, ctl: &Control) -> Result<Run, StageError> {
         let _ = ctl; // a simulation has nothing in flight to watch and ends in moments
         let plan = &stage.plan;
-        let mut engine = Engine::new(self.engine.config.clone())?;
+        let mut engine = goodput_engine::build(&self.engine.config)?;
         let spec = self.res.workload_spec(&plan.workload, stage.seed);
         let workload = Workload::counts(spec, Some(self.res.tokenizer.clone()))?;
         let cfg = SimConfig {
@@ -126,7 +126,7 @@ impl Target for SimTarget {
         };
         let started = Instant::now();
         let wall_ns = unix_ns();
-        let out = simulate(&mut engine, &cfg, workload);
+        let out = simulate(engine.as_mut(), &cfg, workload);
         let elapsed_s = started.elapsed().as_secs_f64();
         let opts = summary_options(plan, &stage.load);
         let (summary, summary_full) = summaries(&out.records, &opts);
@@ -149,7 +149,7 @@ impl Target for SimTarget {
     }
 
     fn gpus(&self) -> Option<u32> {
-        Some(self.engine.config.tp)
+        Some(self.engine.config.gpus())
     }
 
     fn describe(&self) -> String {

@@ -8,8 +8,10 @@
 //! single-token words: prompts for synthetic workloads, and the output of the embedded server.
 //!
 //! Counting runs in time linear in the text: BPE on one long piece without spaces is quadratic,
-//! so a piece longer than [`MAX_PIECE`] bytes is counted in [`MAX_PIECE`]-byte parts (a text
-//! without such a piece, which is every natural text, is counted exactly as one).
+//! so a run of more than [`MAX_PIECE`] bytes without whitespace is counted in parts, cut where
+//! the pre-tokenizer splits anyway (before punctuation that follows a word: CJK prose, which has
+//! no spaces, splits at its punctuation) or, in a run with no such place, every [`MAX_PIECE`]
+//! bytes. Text of words and sentences is counted exactly as one piece.
 //! [`Tokenizer::count_at_most`] stops as soon as a limit is passed, so a server can refuse an
 //! oversized prompt after a bounded amount of work.
 
@@ -41,6 +43,8 @@ struct Inner {
     name: String,
     /// Words `w` such that `" " + w` is exactly one token, in vocabulary order.
     words: Vec<String>,
+    /// The token id of each word (with its leading space).
+    word_ids: Vec<u32>,
     /// Joined words count as exactly one token each (checked at load): synthesized text needs
     /// no re-encoding to verify its length.
     additive: bool,
@@ -67,7 +71,7 @@ impl Tokenizer {
     /// OpenAI's `cl100k_base`, compiled into the binary.
     pub fn cl100k() -> Result<Self, TokenizerError> {
         let bpe = tiktoken_rs::cl100k_base_singleton();
-        let mut words = Vec::new();
+        let (mut words, mut ids) = (Vec::new(), Vec::new());
         for rank in 0..100_256u32 {
             if let Ok(bytes) = bpe.decode_bytes(&[rank])
                 && let Ok(s) = std::str::from_utf8(&bytes)
@@ -75,6 +79,7 @@ impl Tokenizer {
                 && bpe.count_ordinary(s) == 1
             {
                 words.push(w.to_string());
+                ids.push(rank);
                 if words.len() == MAX_WORDS {
                     break;
                 }
@@ -83,7 +88,7 @@ impl Tokenizer {
         // the longest cl100k token is 128 bytes (runs of spaces and punctuation)
         let max_bytes =
             (0..100_256u32).filter_map(|r| bpe.decode_bytes(&[r]).ok()).map(|b| b.len()).max().unwrap_or(128);
-        Self::finish(Kind::Tiktoken(bpe), "cl100k_base".into(), words, max_bytes)
+        Self::finish(Kind::Tiktoken(bpe), "cl100k_base".into(), words, ids, max_bytes)
     }
 
     /// A Hugging Face `tokenizer.json` (read from the file only; nothing is downloaded).
@@ -98,14 +103,15 @@ impl Tokenizer {
         // a vocabulary entry is at most its own length in bytes once decoded (byte-level markers
         // such as 'Ġ' take two bytes for one), so this bounds the bytes per token from above
         let max_bytes = vocab.iter().map(|(_, t)| t.len()).max().unwrap_or(1).max(1);
-        let mut words = Vec::new();
-        for (_, tok) in vocab {
+        let (mut words, mut ids) = (Vec::new(), Vec::new());
+        for (id, tok) in vocab {
             // byte-level BPE marks a leading space with 'Ġ', SentencePiece-style with '▁'
             let w = plain_word(&tok, 'Ġ').or_else(|| plain_word(&tok, '▁'));
             if let Some(w) = w {
                 let spaced = format!(" {w}");
-                if tk.encode(spaced.as_str(), false).map(|e| e.get_ids().len()).ok() == Some(1) {
+                if tk.encode(spaced.as_str(), false).map(|e| e.get_ids().to_vec()).ok() == Some(vec![id]) {
                     words.push(w.to_string());
+                    ids.push(id);
                     if words.len() == MAX_WORDS {
                         break;
                     }
@@ -113,7 +119,7 @@ impl Tokenizer {
             }
         }
         let name = path.display().to_string();
-        Self::finish(Kind::HuggingFace(Box::new(tk)), name, words, max_bytes)
+        Self::finish(Kind::HuggingFace(Box::new(tk)), name, words, ids, max_bytes)
     }
 
     /// `cl100k_base` when `path` is `None`, else the file.
@@ -124,11 +130,17 @@ impl Tokenizer {
         }
     }
 
-    fn finish(kind: Kind, name: String, words: Vec<String>, max_token_bytes: usize) -> Result<Self, TokenizerError> {
+    fn finish(
+        kind: Kind,
+        name: String,
+        words: Vec<String>,
+        word_ids: Vec<u32>,
+        max_token_bytes: usize,
+    ) -> Result<Self, TokenizerError> {
         if words.len() < 64 {
             return Err(TokenizerError::NoWords { name, found: words.len() });
         }
-        let mut t = Tokenizer(Arc::new(Inner { kind, name, words, additive: false, max_token_bytes }));
+        let mut t = Tokenizer(Arc::new(Inner { kind, name, words, word_ids, additive: false, max_token_bytes }));
         let additive = t.joins_exactly();
         Arc::get_mut(&mut t.0).expect("not shared yet").additive = additive;
         Ok(t)
@@ -154,8 +166,17 @@ impl Tokenizer {
         &self.0.name
     }
 
-    /// Token ids of `text`, without special tokens (no BOS).
+    /// Token ids of `text`, without special tokens (no BOS), in time linear in its length (long
+    /// runs without whitespace in parts, as [`Tokenizer::count`] counts them).
     pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for part in split_long_runs(text) {
+            ids.extend(self.encode_piece(part));
+        }
+        ids
+    }
+
+    fn encode_piece(&self, text: &str) -> Vec<u32> {
         match &self.0.kind {
             Kind::Tiktoken(bpe) => bpe.encode_ordinary(text),
             Kind::HuggingFace(tk) => tk.encode(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default(),
@@ -256,6 +277,13 @@ impl Tokenizer {
         join(&picked)
     }
 
+    /// The token ids of the words [`Tokenizer::words_text`] gives for the same `n` and `rng`
+    /// state (it picks the same words).
+    pub fn words_ids<R: Rng + ?Sized>(&self, n: usize, rng: &mut R) -> Vec<u32> {
+        // the same draws as `word` (a pick among as many entries)
+        (0..n).map(|_| *self.0.word_ids.choose(rng).expect("words")).collect()
+    }
+
     /// One token's worth of text for streamed output: `" word"`.
     pub fn word<R: Rng + ?Sized>(&self, rng: &mut R) -> &str {
         self.0.words.choose(rng).expect("words")
@@ -278,30 +306,25 @@ fn check_rng(seed: u64) -> rand::rngs::SmallRng {
 }
 
 /// `text` in pieces such that no piece holds a run of more than [`MAX_PIECE`] bytes without
-/// whitespace: cuts fall only inside such runs (at character boundaries), so a natural text is
-/// one piece.
+/// whitespace: cuts fall only inside such runs, at the run's last word boundary (a character
+/// that is neither a letter nor a digit after one that is, where pre-tokenizers split anyway:
+/// CJK prose splits at its punctuation) in the run's second half, else at a character boundary.
+/// A text of words and sentences is one piece.
 fn split_long_runs(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
-    let mut start = 0;
-    let mut run = 0;
-    let mut i = 0;
+    let (mut start, mut run_start, mut i) = (0, 0, 0);
     std::iter::from_fn(move || {
         if start >= bytes.len() {
             return None;
         }
         while i < bytes.len() {
-            let b = bytes[i];
-            if b.is_ascii_whitespace() {
-                run = 0;
-            } else {
-                run += 1;
-                if run > MAX_PIECE && text.is_char_boundary(i) {
-                    let piece = &text[start..i];
-                    start = i;
-                    run = 1;
-                    i += 1;
-                    return Some(piece);
-                }
+            if bytes[i].is_ascii_whitespace() {
+                run_start = i + 1;
+            } else if i - run_start >= MAX_PIECE && text.is_char_boundary(i) {
+                let cut = soft_cut(&text[run_start..i]).map_or(i, |k| run_start + k);
+                let piece = &text[start..cut];
+                (start, run_start) = (cut, cut);
+                return Some(piece);
             }
             i += 1;
         }
@@ -309,6 +332,25 @@ fn split_long_runs(text: &str) -> impl Iterator<Item = &str> {
         start = bytes.len();
         Some(piece)
     })
+}
+
+/// The last offset in the second half of `run` where a character that is not alphanumeric
+/// follows one that is.
+fn soft_cut(run: &str) -> Option<usize> {
+    let mut after: Option<(usize, char)> = None;
+    for (j, c) in run.char_indices().rev() {
+        if j < run.len() / 2 {
+            break;
+        }
+        if let Some((k, n)) = after
+            && c.is_alphanumeric()
+            && !n.is_alphanumeric()
+        {
+            return Some(k);
+        }
+        after = Some((j, c));
+    }
+    None
 }
 
 /// `text` in parts of about `size` bytes, cut at whitespace where one is near (else at a
@@ -393,6 +435,8 @@ mod tests {
         let a = t.words_text(512, &mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
         let b = t.words_text(100, &mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
         assert_eq!(t.count(&a), 512);
+        let ids = t.words_ids(512, &mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
+        assert_eq!(t.encode(&a), ids, "the ids are the words' own, in order");
         assert!(a.starts_with(&b));
         assert_eq!(t.count(&(a.clone() + &b)), 612, "blocks concatenate to the sum of their tokens");
     }
@@ -414,6 +458,12 @@ mod tests {
         assert!(n > 0 && n < blob.len());
         // generous: the point is minutes vs. well under a few seconds, on any machine
         assert!(started.elapsed().as_secs_f64() < 30.0);
+        // CJK prose (no spaces) is cut only at its punctuation, so it counts as a whole
+        let cjk = "我们今天在这里讨论大型语言模型的推理服务性能以及如何衡量它们的延迟和吞吐量。".repeat(40);
+        let pieces: Vec<&str> = split_long_runs(&cjk).collect();
+        assert!(pieces.len() > 1);
+        assert!(pieces[1..].iter().all(|p| p.starts_with('。')), "cut before the full stop");
+        assert_eq!(t.count(&cjk), t.encode(&cjk).len());
         // multi-byte characters are never cut inside
         let wide = "é".repeat(1000);
         assert!(split_long_runs(&wide).all(|p| p.chars().count() > 0));
