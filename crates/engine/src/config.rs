@@ -27,6 +27,13 @@ pub struct Efficiency {
     pub ingest_s: f64,
     /// Intake time per prompt token (tokenization), seconds.
     pub ingest_per_token_s: f64,
+    /// Routed-expert matmuls of a mixture of experts (grouped GEMMs: many small per-expert
+    /// batches) run at this share of the dense MFU.
+    pub moe_gemm: f64,
+    /// With FP4 weights: the MFU at the FP4 peak, and the MBU (dequantizing block-scaled weights
+    /// costs kernel time that dense BF16/FP8 kernels do not spend).
+    pub fp4_mfu: f64,
+    pub fp4_mbu: f64,
 }
 
 impl Default for Efficiency {
@@ -41,6 +48,9 @@ impl Default for Efficiency {
             allreduce_latency_s: 15e-6,
             ingest_s: 500e-6,
             ingest_per_token_s: 0.5e-6,
+            moe_gemm: 0.85,
+            fp4_mfu: 0.34,
+            fp4_mbu: 0.65,
         }
     }
 }
@@ -295,6 +305,45 @@ impl EngineConfig {
     pub fn set_scheduling(&mut self, s: Scheduling) {
         self.scheduling = s;
         self.chunked_prefill = s == Scheduling::Chunked;
+    }
+
+    /// How it serves, in words: the preset, then each mechanism's setting (batching, prefill
+    /// scheduling, KV allocation, prefix caching, speculative decoding, the deployment).
+    pub fn mechanisms(&self) -> Vec<String> {
+        let mut m = Vec::new();
+        if let Some(p) = self.preset {
+            m.push(format!("{} defaults", p.name()));
+        }
+        m.push(format!("max {} seqs, {} tokens per iteration", self.max_num_seqs, self.max_batched_tokens));
+        match self.batching {
+            Batching::Static => m.push("static batching".into()),
+            Batching::Continuous => m.push(format!("{} scheduling", self.scheduling().name())),
+        }
+        if self.kv_alloc == KvAlloc::Prealloc {
+            m.push(format!("pre-allocated KV ({})", self.prealloc.name()));
+        }
+        if self.prefix_caching {
+            m.push("prefix caching".into());
+        }
+        if let Some(sp) = &self.speculative {
+            let how = match &sp.method {
+                SpecMethod::Draft { model } => format!("draft {}", model.name),
+                SpecMethod::Ngram => "n-gram".into(),
+            };
+            m.push(format!("speculative {how}, k={}, acceptance {}", sp.k, sp.acceptance));
+        }
+        if let Some(d) = &self.disaggregation {
+            m.push(format!(
+                "disaggregated {} prefill + {} decode over {}{}",
+                d.prefill,
+                d.decode,
+                d.link.name,
+                if d.ppd { " with append-prefill" } else { "" }
+            ));
+        } else if self.replicas > 1 {
+            m.push(format!("{} replicas, {} routing", self.replicas, self.router.name()));
+        }
+        m
     }
 
     /// GPUs the deployment uses: `tp` per engine, times replicas or prefill plus decode

@@ -13,6 +13,8 @@
 //! - Bytes: the weights once per iteration (a mixture-of-experts reads the expected number of
 //!   distinct experts the batch's tokens touch, `E · (1 − (1 − k/E)^T)` per layer), every KV entry
 //!   attended (each sequence's context), and the KV written for the new tokens.
+//! - Efficiencies: FLOPs at `peak · MFU` (routed experts' grouped GEMMs at `MFU · moe_gemm`),
+//!   bytes at `bandwidth · MBU`; FP4 weights have their own MFU and MBU.
 //! - Communication: two all-reduces per layer, each moving `2 · (tp − 1)/tp · T · hidden · 2 B`
 //!   over the GPU's link, plus a fixed latency each.
 
@@ -110,6 +112,11 @@ pub struct Roofline {
     hidden: f64,
     /// `2 · (N_active − head params)`
     body_flops_per_token: f64,
+    /// The routed experts' share of it: `2 · layers · top_k · expert params`.
+    expert_flops_per_token: f64,
+    /// MFU and MBU for this number format.
+    mfu: f64,
+    mbu: f64,
     /// `2 · head params`
     head_flops_per_sample: f64,
     /// `4 · layers · heads · head_dim`
@@ -145,6 +152,9 @@ impl Roofline {
             body_flops_per_token: 2.0
                 * (m.active_params() as f64 - head - m.embedding_params() as f64 * f64::from(!m.tied_embeddings)),
             head_flops_per_sample: 2.0 * head,
+            expert_flops_per_token: 2.0 * (m.layers * m.top_k * m.expert_params()) as f64,
+            mfu: if cfg.dtype == Dtype::Fp4 { cfg.efficiency.fp4_mfu } else { cfg.efficiency.mfu },
+            mbu: if cfg.dtype == Dtype::Fp4 { cfg.efficiency.fp4_mbu } else { cfg.efficiency.mbu },
             attn_flops_per_pair: 4.0 * (m.layers * m.heads * m.head_dim()) as f64,
             dense_weight_bytes: dense_params * wb,
             expert_bytes: m.expert_params() as f64 * wb,
@@ -181,8 +191,10 @@ impl StepCost for Roofline {
         }
         let (flops, bytes) = self.work(b);
         let (f, by) = (flops / self.tp, bytes / self.tp);
-        let compute_s = f / (self.peak * self.eff.mfu);
-        let memory_s = by / (self.bandwidth * self.eff.mbu);
+        // routed experts' FLOPs at the grouped GEMMs' lower efficiency
+        let expert = self.expert_flops_per_token * b.tokens() as f64 / self.tp;
+        let compute_s = (f + expert * (1.0 / self.eff.moe_gemm - 1.0)) / (self.peak * self.mfu);
+        let memory_s = by / (self.bandwidth * self.mbu);
         let comm_s = if self.tp > 1.0 {
             let per = 2.0 * (self.tp - 1.0) / self.tp * b.tokens() as f64 * self.hidden * 2.0 / self.link;
             2.0 * self.layers * (per + self.eff.allreduce_latency_s)
@@ -218,6 +230,9 @@ mod tests {
             allreduce_latency_s: 0.0,
             ingest_s: 0.0,
             ingest_per_token_s: 0.0,
+            moe_gemm: 1.0,
+            fp4_mfu: 1.0,
+            fp4_mbu: 1.0,
         };
         let m = Roofline::new(&cfg);
         (cfg, m)
@@ -291,5 +306,39 @@ mod tests {
         let (_, b1) = m.work(&small);
         let (_, b64) = m.work(&big);
         assert!(b64 > b1 * 2.5, "a big batch reads nearly all experts");
+    }
+
+    #[test]
+    fn routed_experts_compute_at_the_grouped_gemm_efficiency() {
+        let (mut cfg, full) = model("mixtral-8x7b", "h100");
+        cfg.efficiency.moe_gemm = 0.5;
+        let half = Roofline::new(&cfg);
+        let mut b = BatchShape::default();
+        b.add_prefill(1000, 0);
+        // per token: 2 · 32 layers · top-2 · (3 · 4096 · 14336) expert parameters = 45.1 GFLOP,
+        // at half efficiency they take twice as long: the difference is their time once more
+        let expert = 2.0 * 32.0 * 2.0 * 3.0 * 4096.0 * 14336.0 * 1000.0;
+        let extra = half.time(&b).compute_s - full.time(&b).compute_s;
+        assert!((extra - expert / 989.4e12).abs() < 1e-9, "{extra}");
+        // a dense model has no routed experts: unchanged
+        let (mut d, dense) = model("llama-3.1-8b", "h100");
+        d.efficiency.moe_gemm = 0.5;
+        assert_eq!(Roofline::new(&d).time(&b).compute_s, dense.time(&b).compute_s);
+    }
+
+    #[test]
+    fn fp4_weights_use_their_own_efficiency() {
+        let (mut cfg, _) = model("llama-3.1-70b", "b200");
+        cfg.dtype = Dtype::Fp4;
+        cfg.efficiency.fp4_mfu = 0.5;
+        cfg.efficiency.fp4_mbu = 0.25;
+        let m = Roofline::new(&cfg);
+        let mut b = BatchShape::default();
+        b.add_decode(1000);
+        let (flops, bytes) = m.work(&b);
+        let t = m.time(&b);
+        // FP4 peak 9000 TFLOP/s at 50%, 8 TB/s at 25%
+        assert!((t.compute_s - flops / (9000e12 * 0.5)).abs() < 1e-12);
+        assert!((t.memory_s - bytes / (8e12 * 0.25)).abs() < 1e-12);
     }
 }

@@ -353,6 +353,12 @@ impl KvManager {
         hashes.iter().take_while(|h| self.by_hash.contains_key(h)).count()
     }
 
+    /// How many of the cached blocks of `hashes` no sequence references (they sit in the LRU,
+    /// counted as available).
+    pub fn unreferenced(&self, hashes: &[u64]) -> u32 {
+        hashes.iter().filter(|h| self.by_hash.get(h).is_some_and(|&b| self.pool.ref_count(b) == 0)).count() as u32
+    }
+
     /// Puts the cached blocks of `hashes[..n]` at the start of an empty `table` (one more
     /// reference each). `n` must not exceed what [`KvManager::lookup`] found.
     pub fn attach(&mut self, table: &mut BlockTable, hashes: &[u64]) {

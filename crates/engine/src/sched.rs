@@ -206,17 +206,35 @@ impl Core {
         }
     }
 
-    /// Looks up the head-of-queue sequence's cached prefix (first admission only) and attaches
-    /// it: those tokens need no computing.
+    /// The cached prefix `slot` would attach on its first admission: blocks found, and how many
+    /// of them no one references (attaching those takes them out of the free pool). Counts no
+    /// query.
+    fn cached_prefix(&self, slot: usize) -> (usize, u32) {
+        let seq = self.seq(slot);
+        if seq.computed > 0 || !seq.table.is_empty() || !self.kv.prefix_caching() {
+            return (0, 0);
+        }
+        let hashes = &seq.hashes[..self.cacheable(seq)];
+        let hit = self.kv.peek(hashes);
+        (hit, self.kv.unreferenced(&hashes[..hit]))
+    }
+
+    /// Blocks of `seq` the prefix cache may serve: full blocks before its last known token (at
+    /// least that one is computed, to sample from).
+    fn cacheable(&self, seq: &Seq) -> usize {
+        let bs = self.kv.block_size() as u64;
+        (((seq.known() - 1) / bs) as usize).min(seq.hashes.len())
+    }
+
+    /// Attaches `slot`'s cached prefix (counted as one query): those tokens need no computing.
     fn attach_cached_prefix(&mut self, slot: usize) {
         let bs = self.kv.block_size() as u64;
+        let n = self.cacheable(self.seq(slot));
         let seq = self.slots[slot].as_mut().expect("live slot");
         if seq.computed > 0 || !seq.table.is_empty() || !self.kv.prefix_caching() {
             return;
         }
-        // at least the last prompt token is computed, to sample from
-        let cacheable = (((seq.known() - 1) / bs) as usize).min(seq.hashes.len());
-        let hit = self.kv.lookup(&seq.hashes[..cacheable]);
+        let hit = self.kv.lookup(&seq.hashes[..n]);
         self.kv.attach(&mut seq.table, &seq.hashes[..hit]);
         seq.computed = hit as u64 * bs;
         seq.registered = hit;
@@ -224,27 +242,31 @@ impl Core {
 
     /// Admits the head of the waiting queue into the batch if slots, `budget` and KV blocks (above
     /// the watermark) allow; it computes `min(pending, budget)` tokens when `chunk`, else all of
-    /// them. Returns whether it was admitted.
+    /// them. Its cached prefix is attached only once it is admitted. Returns whether it was.
     pub fn admit_head(&mut self, budget: &mut u64, chunk: bool) -> bool {
         let Some(&slot) = self.waiting.front() else { return false };
         if self.running.len() >= self.limits.max_num_seqs as usize || *budget == 0 {
             return false;
         }
-        self.attach_cached_prefix(slot);
-        let (pending, computed, held, reserve) = {
+        let bs = self.kv.block_size() as u64;
+        let (hit, idle) = self.cached_prefix(slot);
+        let (known, computed, held, reserve) = {
             let s = self.seq(slot);
-            (s.pending(), s.computed, s.table.len() as u32, s.reserve)
+            (s.known(), s.computed.max(hit as u64 * bs), s.table.len() as u32, s.reserve)
         };
+        let pending = known - computed;
         let tokens = if chunk { pending.min(*budget) } else { pending };
         if tokens > *budget {
             return false;
         }
-        // a pre-allocated sequence takes its whole reservation now
+        // a pre-allocated sequence takes its whole reservation now; cached blocks are shared,
+        // but those no one references leave the free pool
         let hold = (computed + tokens).max(reserve);
-        let need = (hold.div_ceil(self.kv.block_size() as u64) as u32).saturating_sub(held);
-        if self.kv.available() < need + self.limits.watermark {
+        let fresh = (hold.div_ceil(bs) as u32).saturating_sub(held + hit as u32);
+        if self.kv.available() < fresh + idle + self.limits.watermark {
             return false;
         }
+        self.attach_cached_prefix(slot);
         let ok = {
             let seq = self.slots[slot].as_mut().expect("live slot");
             self.kv.grow(&mut seq.table, hold)
@@ -264,22 +286,23 @@ impl Core {
     }
 
     /// Admits the head alone, ignoring the watermark: when nothing else can run (every running
-    /// sequence was preempted), this keeps the engine moving.
+    /// sequence was preempted), this keeps the engine moving. If even that does not fit, the head
+    /// gives its cached blocks back and waits.
     pub fn force_admit_head(&mut self, chunk: bool) {
         let Some(&slot) = self.waiting.front() else { return };
         self.attach_cached_prefix(slot);
         let max = self.limits.max_batched_tokens as u64;
         let (pending, computed, reserve) = (self.seq(slot).pending(), self.seq(slot).computed, self.seq(slot).reserve);
         let tokens = if chunk { pending.min(max) } else { pending };
-        let ok = {
-            let seq = self.slots[slot].as_mut().expect("live slot");
-            self.kv.grow(&mut seq.table, (computed + tokens).max(reserve))
-        };
-        if ok {
+        let seq = self.slots[slot].as_mut().expect("live slot");
+        if self.kv.grow(&mut seq.table, (computed + tokens).max(reserve)) {
             self.waiting.pop_front();
             self.running.push(slot);
             self.batch.push((slot, tokens, 0));
             self.shape.add_prefill(tokens, computed);
+        } else {
+            self.kv.free(&mut seq.table);
+            (seq.computed, seq.registered) = (0, 0);
         }
     }
 

@@ -218,10 +218,10 @@ impl EnginePlan {
         format!("{} on {}× {} ({})", c.model.name, c.tp, c.gpu.name, c.dtype.name())
     }
 
-    /// One line: what is modelled.
+    /// One line: what is modelled, and how it serves.
     pub fn describe(&self) -> String {
         let c = &self.config;
-        format!(
+        let mut s = format!(
             "{} on {}× {} ({} weights, {} KV, {} KV blocks of {} = {} tokens)",
             c.model.name,
             c.tp,
@@ -231,7 +231,12 @@ impl EnginePlan {
             self.memory.kv_blocks,
             c.block_size,
             self.memory.kv_tokens
-        )
+        );
+        for m in c.mechanisms() {
+            s.push_str(" · ");
+            s.push_str(&m);
+        }
+        s
     }
 }
 

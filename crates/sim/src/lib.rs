@@ -96,14 +96,27 @@ impl<'a> Sim<'a> {
             t = match (engine.next_event(), wait) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) | (None, Some(a)) => a,
-                // requests in flight but nothing will happen: cannot happen (a submitted request
-                // stays in the engine until it finishes)
+                // requests in flight but nothing will happen: a modelling defect, never a hang
                 (None, None) => break,
             }
             .max(t);
         }
+        self.fail_unfinished(t);
         let stop = self.machine.stopped().unwrap_or_default();
         SimOutcome { records: self.records, stats: engine.stats(), end_s: t, stop }
+    }
+
+    /// Ends, as failed, requests the engine left unfinished although nothing more would happen.
+    fn fail_unfinished(&mut self, t: f64) {
+        for r in self.records.iter_mut().filter(|r| r.end_ms.is_none()) {
+            r.end_ms = Some(t * 1e3);
+            r.error = Some(RequestError {
+                class: ErrorClass::StreamEndedEarly,
+                message: "the engine model stalled with this request unfinished (a modelling defect: please report it)"
+                    .into(),
+                status: None,
+            });
+        }
     }
 
     fn deliver(&mut self, e: Emit, t: f64) {
