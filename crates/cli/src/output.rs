@@ -59,6 +59,13 @@ impl LiveLog {
     }
 }
 
+impl Drop for LiveLog {
+    fn drop(&mut self) {
+        // the stage is over: the bar leaves the terminal before the table prints
+        self.bar.finish_and_clear();
+    }
+}
+
 /// One line of an exported schedule: when a request was due, what it sent, what it asked for.
 /// Replaying it (`--dataset jsonl:FILE --profile replay`) sends the same prompts at the same times.
 pub fn schedule_line(

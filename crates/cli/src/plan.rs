@@ -218,6 +218,14 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
         (None, None) if profile == Profile::Replay => None,
         _ => Some(100),
     };
+    if requests.is_none() && load.is_all_at_once() {
+        // every arrival is due at once: only a request count ends the sending
+        return Err(usage(
+            "--requests",
+            "`--rate inf` / `--profile throughput` sends every request at once and needs --requests N \
+             (a --duration alone would never stop it sending)",
+        ));
+    }
     // every sweep stage is bounded in time as well as in requests
     let duration = if sweep { Some(duration.unwrap_or(Duration::from_secs(30))) } else { duration };
     if a.max_errors == Some(0) {
@@ -681,7 +689,7 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
                     "engine flags (--gpu, --tp, --dtype, …) describe the embedded engine: drop them or drop --url",
                 ));
             }
-            TargetPlan::Url { url: goodput_client::http::normalize_base(u).map_err(|m| usage("--url", m))? }
+            TargetPlan::Url { url: goodput_client::http::normalize_base(u).map_err(|e| usage("--url", e))? }
         }
         None => TargetPlan::Embedded { engine: Box::new(engine_plan(a.model.as_deref(), &a.engine)?) },
     };
@@ -833,6 +841,22 @@ mod tests {
         assert_eq!(p.load.load.offered_rate(), Some(2.5));
         let p = bench(&["--url", "http://h:1", "--rate", "inf"]).unwrap();
         assert!(matches!(p.load.load, Load::Open { arrivals: Arrivals::AllAtOnce, .. }));
+    }
+
+    #[test]
+    fn all_at_once_needs_a_request_count() {
+        for args in [["--profile", "throughput"], ["--rate", "inf"]] {
+            let mut v = vec!["--url", "http://h:1", "--duration", "10s"];
+            v.extend_from_slice(&args);
+            let e = bench(&v).unwrap_err().to_string();
+            assert!(e.starts_with("--requests:") && e.contains("--rate inf"), "{e}");
+            v.extend_from_slice(&["--requests", "1000"]);
+            assert_eq!(bench(&v).unwrap().load.requests, Some(1000));
+        }
+        let cli = Cli::try_parse_from(["goodput", "sim", "--rate", "inf", "--duration", "60s"]).expect("clap parse");
+        let crate::args::Command::Sim(a) = cli.command else { panic!("sim") };
+        let e = super::sim(&a).err().expect("refused").to_string();
+        assert!(e.starts_with("--requests:"), "{e}");
     }
 
     #[test]

@@ -96,9 +96,19 @@ pub fn control(p: &Planned, stage: &Stage, interrupt: &Cancel, first: &mut bool,
 /// Runs `bench` or `sim`: the plan's stages on `target`, each printed as it ends (a table, or a
 /// line per sweep stage and the sweep's table), then the result document.
 pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> anyhow::Result<Outcome> {
-    let interrupt = interrupt_on_ctrl_c();
     let sweep = p.plan.load.sweep_points.is_some();
     let measured = !matches!(target, AnyTarget::Sim(_));
+    // a simulation runs to its end in moments and has nothing in flight: Ctrl-C ends it at once
+    let interrupt = if measured { interrupt_on_ctrl_c() } else { Cancel::never() };
+    if measured {
+        // the log must be writable before any request is sent: a run whose records cannot be
+        // kept as they finish is refused, not half-logged
+        for path in [jsonl_path(&p.plan.output), p.plan.load.export_schedule.clone()].into_iter().flatten() {
+            std::fs::File::create(&path).with_context(|| {
+                format!("cannot create {} (choose a writable --out / --export-schedule)", path.display())
+            })?;
+        }
+    }
     let mut first = true;
     let runs = sweep::run(
         target,

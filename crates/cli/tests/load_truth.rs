@@ -121,3 +121,45 @@ fn a_cpu_hog_beside_the_client_never_gives_ok_with_wrong_numbers() {
     hog.join().unwrap();
     assert_truthful(&s);
 }
+
+/// A server that closes each connection right after its streamed response, as llama.cpp's does:
+/// a closed loop sends its next request the moment a stream ends, often into the pooled
+/// connection the server is closing. Such a request never reached the server: it is resent on a
+/// fresh connection (counted in `stale_resends`), never failed, and never sent twice.
+#[test]
+fn a_server_that_closes_each_connection_loses_no_request() {
+    let server = FastServer::start_closing(8).unwrap();
+    let dir = temp_dir("closing");
+    let out = dir.join("r.json");
+    let o = run(
+        &[
+            "bench",
+            "--url",
+            &server.url(),
+            "--concurrency",
+            "4",
+            "--requests",
+            "400",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let doc = load_valid(&out);
+    let run = &doc["runs"][0];
+    assert_eq!(run["summary"]["completed"], 400, "{}", text(&o.stdout));
+    // each request reached the server exactly once
+    assert_eq!(server.served.load(Ordering::Relaxed), 400);
+    let resends: u64 =
+        run["requests"].as_array().unwrap().iter().map(|r| r["stale_resends"].as_u64().unwrap_or(0)).sum();
+    println!("stale resends: {resends} of 400 requests");
+    for r in run["requests"].as_array().unwrap() {
+        assert_eq!(r["reconnects"].as_u64().unwrap_or(0), 0, "no --retries, no retry");
+    }
+}

@@ -7,10 +7,11 @@
 //! the sink (the run's record list and its observer: the JSONL log, the progress bar).
 //!
 //! The queue is bounded. When it is full, the bookkeeping has fallen behind: the record is
-//! finished on the spot without our tokenizer's counts when the server gave its own (marked
-//! `counts_skipped`), else counted on the spot; both are counted and reported. When the run
-//! ends, [`Bookkeeper::close`] waits for the queue to empty, up to a deadline after which the rest
-//! is finished without counts, so counting never holds a run's end hostage.
+//! finished on the spot without our tokenizer's counts (marked `counts_skipped`: the server's
+//! counts when it gave them, one token per content event otherwise), so no tokenizer ever runs on
+//! a runtime worker; overflows are counted and reported. When the run ends,
+//! [`Bookkeeper::close`] waits for the queue to empty, up to a deadline after which the rest is
+//! finished without counts, so counting never holds a run's end hostage.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -29,17 +30,8 @@ pub type Sink = Arc<dyn Fn(RequestRecord) + Send + Sync>;
 /// Exchanges waiting to be finished, at most.
 pub const QUEUE: usize = 16_384;
 
-/// What the bookkeeping did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BookStats {
-    /// Records finished by the bookkeeping thread.
-    pub finished: u64,
-    /// Records finished on a request's task because the queue was full.
-    pub overflowed: u64,
-    /// Records finished without our tokenizer's counts (overflow with server counts, or the run
-    /// ended before their turn).
-    pub skipped: u64,
-}
+/// What the bookkeeping did (the result document's type: it goes into the summary).
+pub type BookStats = goodput_metrics::Bookkeeping;
 
 struct Shared {
     finished: AtomicU64,
@@ -54,7 +46,6 @@ pub struct Bookkeeper {
     tx: Mutex<Option<SyncSender<Exchange>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     shared: Arc<Shared>,
-    tokenizer: Tokenizer,
     sink: Sink,
 }
 
@@ -67,11 +58,13 @@ impl Bookkeeper {
             skipped: AtomicU64::new(0),
             hurry: AtomicBool::new(false),
         });
-        let (s, tk, out) = (Arc::clone(&shared), tokenizer.clone(), Arc::clone(&sink));
-        let thread =
-            std::thread::Builder::new().name("goodput-bookkeeping".into()).spawn(move || work(rx, s, tk, out)).ok();
+        let (s, out) = (Arc::clone(&shared), Arc::clone(&sink));
+        let thread = std::thread::Builder::new()
+            .name("goodput-bookkeeping".into())
+            .spawn(move || work(rx, s, tokenizer, out))
+            .ok();
         // no thread: every record is finished on its task (the sender's receiver is gone)
-        Bookkeeper { tx: Mutex::new(Some(tx)), thread: Mutex::new(thread), shared, tokenizer, sink }
+        Bookkeeper { tx: Mutex::new(Some(tx)), thread: Mutex::new(thread), shared, sink }
     }
 
     /// Queues an exchange; never blocks.
@@ -84,14 +77,10 @@ impl Bookkeeper {
             Ok(()) => return,
             Err(TrySendError::Full(ex)) | Err(TrySendError::Disconnected(ex)) => ex,
         };
+        // on a runtime worker: never count here, whatever the reply's length
         self.shared.overflowed.fetch_add(1, Ordering::Relaxed);
-        let rec = if ex.server_output_tokens().is_some() {
-            self.shared.skipped.fetch_add(1, Ordering::Relaxed);
-            ex.finish_without_counts()
-        } else {
-            ex.finish(&self.tokenizer)
-        };
-        (self.sink)(rec);
+        self.shared.skipped.fetch_add(1, Ordering::Relaxed);
+        (self.sink)(ex.finish_without_counts());
     }
 
     /// Waits for every queued record to be finished; after `deadline`, the rest are finished

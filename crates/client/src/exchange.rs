@@ -78,8 +78,8 @@ impl Stream {
         }
         let chunk = match parse_chunk(&ev.data) {
             Ok(c) => c,
-            Err(m) => {
-                self.fail(ErrorClass::MalformedStream, m, None);
+            Err(e) => {
+                self.fail(ErrorClass::MalformedStream, e.to_string(), None);
                 return false;
             }
         };
@@ -128,10 +128,10 @@ impl Exchange {
         self.deltas.concat()
     }
 
-    /// The output length for the load loop: the server's count, else our tokenizer's (counted
-    /// here; only multi-turn sessions against a server that sends no usage need it).
-    pub fn output_tokens_for_conversation(&self, tokenizer: &Tokenizer) -> u64 {
-        self.server_output_tokens().unwrap_or_else(|| tokenizer.count(&self.reply()) as u64)
+    /// The output length for the load loop, without counting: the server's count, else one
+    /// token per content event (the record's own count is made later, off the load loop).
+    pub fn output_tokens_estimate(&self) -> u64 {
+        self.server_output_tokens().unwrap_or(self.deltas.len() as u64)
     }
 
     /// Token counts, their provenance and the per-event split: the record, complete.
@@ -190,13 +190,16 @@ impl Exchange {
 /// `template` holds what is known before sending (ids, schedule, lengths asked for).
 pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cancel: &Cancel) -> Exchange {
     let mut attempts = Vec::new();
+    let mut stale_resends = 0;
     loop {
         let st = attempt(ep, template.clone(), body.clone(), cancel).await;
+        stale_resends += st.rec.stale_resends;
         let retry = (attempts.len() as u32) < ep.retries && st.rec.event_ms.is_empty() && retryable(&st.rec);
         if !retry {
             let mut rec = st.rec;
             rec.reconnects = attempts.len() as u32;
             rec.attempts = attempts;
+            rec.stale_resends = stale_resends;
             return Exchange { rec, deltas: st.deltas, cumulative: st.cumulative, usage: st.usage };
         }
         if let (Some(sent_ms), Some(error)) = (st.rec.sent_ms, st.rec.error) {
@@ -230,40 +233,8 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         if d >= total_deadline { ErrorClass::TimeoutTotal } else { other }
     };
 
-    // Response headers. The request is written once: a pooled connection that the server closed
-    // as we wrote to it is a failure like any other (`--retries` resends it, and says so).
-    let resp = tokio::select! {
-        r = timeout_at(first_deadline.into(), ep.client.post(ep.api.path(), body)) => r,
-        _ = cancel.cancelled() => {
-            st.fail(ErrorClass::Cancelled, "run interrupted before the response arrived".into(), None);
-            return end(st, ep);
-        }
-    };
-    let resp = match resp {
-        Err(_) => {
-            let class = which(first_deadline, ErrorClass::TimeoutFirstToken);
-            st.fail(class, format!("no response headers within {:.1} s", (first_deadline - sent).as_secs_f64()), None);
-            return end(st, ep);
-        }
-        Ok(Err(e)) => {
-            let (class, what) = if e.is_connect() {
-                if is_timeout(&e) {
-                    (ErrorClass::TimeoutConnect, "connect timed out")
-                } else {
-                    (ErrorClass::Connect, "cannot connect")
-                }
-            } else if is_stale_connection(&e) {
-                (
-                    ErrorClass::StreamEndedEarly,
-                    "the connection closed before the response (a reused keep-alive connection the server had closed?)",
-                )
-            } else {
-                (ErrorClass::StreamEndedEarly, "connection closed before the response")
-            };
-            st.fail(class, format!("{what}: {}", error_chain(&e)), None);
-            return end(st, ep);
-        }
-        Ok(Ok(r)) => r,
+    let Some(resp) = headers(ep, &body, cancel, &mut st, sent, first_deadline, total_deadline).await else {
+        return end(st, ep);
     };
     st.rec.headers_ms = Some(clock.now_ms());
     let status = resp.status();
@@ -382,19 +353,110 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
     end(st, ep)
 }
 
-/// The server closed an idle pooled connection as we reused it: nothing of the response arrived.
-fn is_stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
+/// Most times one request is resent because its pooled connection had been closed unused (a
+/// server that closes every connection at once must still end in a failure).
+const MAX_STALE_RESENDS: u32 = 3;
+
+/// Posts the body and waits for the response headers; `None` when the attempt failed (`st`
+/// says how).
+///
+/// A request that met a pooled keep-alive connection the server had already closed is resent on
+/// another connection, counted in `stale_resends`, and measured from that send. It shows as a
+/// *reused* connection ([`crate::conn`]) ending before any byte of a response: hyper hands the
+/// request back unwritten (it saw the close first), or the connection closes or is reset with
+/// nothing read (the request was written into a socket the server had closed). The same failure
+/// on a fresh connection is the server's: the request may have been read, and is not resent. Servers close connections without saying so: llama.cpp's
+/// after every streamed response, uvicorn's (vLLM, SGLang) after 5 s idle; a closed loop that
+/// sends the moment a stream ends meets the first within microseconds. Any other failure ends
+/// the attempt: a request that may have reached the server is sent once (`--retries` resends it
+/// on purpose, and says so).
+async fn headers(
+    ep: &Endpoint,
+    body: &Bytes,
+    cancel: &Cancel,
+    st: &mut Stream,
+    sent: Instant,
+    first_deadline: Instant,
+    total_deadline: Instant,
+) -> Option<crate::http::Response> {
+    loop {
+        let resp = tokio::select! {
+            r = timeout_at(first_deadline.into(), ep.client.post(ep.api.path(), body.clone())) => r.map(|(r, reused)| (r, reused == Some(true))),
+            _ = cancel.cancelled() => {
+                st.fail(ErrorClass::Cancelled, "run interrupted before the response arrived".into(), None);
+                return None;
+            }
+        };
+        match resp {
+            Ok((Ok(r), _)) => return Some(r),
+            Ok((Err(e), true)) if stale_connection(&e) && st.rec.stale_resends < MAX_STALE_RESENDS => {
+                st.rec.stale_resends += 1;
+                st.rec.sent_ms = Some(ep.clock.now_ms());
+            }
+            Ok((Err(e), _)) => {
+                let (class, what) = failure_before_headers(&e);
+                st.fail(class, format!("{what}: {}", error_chain(&e)), None);
+                return None;
+            }
+            Err(_) => {
+                let class = if first_deadline >= total_deadline {
+                    ErrorClass::TimeoutTotal
+                } else {
+                    ErrorClass::TimeoutFirstToken
+                };
+                let waited = (first_deadline - sent).as_secs_f64();
+                st.fail(class, format!("no response headers within {waited:.1} s"), None);
+                return None;
+            }
+        }
+    }
+}
+
+/// How a request failed before any response: the class and a few words.
+fn failure_before_headers(e: &hyper_util::client::legacy::Error) -> (ErrorClass, &'static str) {
+    if e.is_connect() {
+        if is_timeout(e) {
+            (ErrorClass::TimeoutConnect, "connect timed out")
+        } else {
+            (ErrorClass::Connect, "cannot connect")
+        }
+    } else if hyper_error(e).is_some_and(hyper::Error::is_incomplete_message) {
+        (
+            ErrorClass::StreamEndedEarly,
+            "the connection closed before any response, on fresh connections too (the server closes connections as \
+             requests arrive?)",
+        )
+    } else {
+        (ErrorClass::StreamEndedEarly, "connection closed before the response")
+    }
+}
+
+/// The pooled connection was closed before any byte of a response: hyper gave the request back
+/// unwritten ("canceled"), the connection ended with nothing read ("incomplete message" before
+/// the headers), or the server's kernel reset it (the request hit a socket already closed).
+/// Either way the server did not take the request.
+fn stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
     if e.is_connect() {
         return false;
     }
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(x) = cur {
-        if let Some(h) = x.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message() || h.is_canceled();
-        }
-        cur = x.source();
-    }
-    false
+    let closed = hyper_error(e).is_some_and(|h| h.is_canceled() || h.is_incomplete_message());
+    let reset = chain(e).any(|x| {
+        x.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            use std::io::ErrorKind::*;
+            matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted)
+        })
+    });
+    closed || reset
+}
+
+/// An error and its sources.
+fn chain<'a>(e: &'a (dyn std::error::Error + 'static)) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |x| x.source())
+}
+
+/// The hyper error in an error's chain.
+fn hyper_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a hyper::Error> {
+    chain(e).find_map(|x| x.downcast_ref::<hyper::Error>())
 }
 
 /// Closes the attempt's record at the time its stream ended.

@@ -83,7 +83,7 @@ pub use goodput_results::Timeouts;
 pub type Body = Full<Bytes>;
 pub type Response = http::Response<hyper::body::Incoming>;
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+type Connector = crate::conn::Tracked<hyper_rustls::HttpsConnector<HttpConnector>>;
 
 /// A pooled keep-alive client for one OpenAI-compatible base URL (http or https).
 #[derive(Clone)]
@@ -101,16 +101,34 @@ impl std::fmt::Debug for HttpClient {
     }
 }
 
+/// A base URL that cannot name a server (each names the URL given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("`{url}` is not a URL: {message}")]
+    NotAUrl { url: String, message: String },
+    #[error("`{url}`: expected http://HOST:PORT or https://HOST")]
+    Scheme { url: String },
+    #[error("`{url}`: no host")]
+    NoHost { url: String },
+}
+
+/// How long an idle pooled connection is kept: under the 5 s keep-alive timeout of uvicorn
+/// (vLLM, SGLang) and llama.cpp's server, which close idle connections as a request may be
+/// written into them.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Normalizes a base URL: `http://h:p`, `http://h:p/`, `http://h:p/v1` all mean the same server.
-pub fn normalize_base(url: &str) -> Result<String, String> {
+pub fn normalize_base(url: &str) -> Result<String, UrlError> {
     let trimmed = url.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
-    let uri: Uri = trimmed.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    let uri: Uri = trimmed
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| UrlError::NotAUrl { url: url.to_string(), message: e.to_string() })?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(format!("`{url}`: expected http://HOST:PORT or https://HOST"));
+        return Err(UrlError::Scheme { url: url.to_string() });
     }
     if uri.authority().is_none() {
-        return Err(format!("`{url}`: no host"));
+        return Err(UrlError::NoHost { url: url.to_string() });
     }
     Ok(trimmed.to_string())
 }
@@ -160,7 +178,7 @@ impl HttpClient {
         connect_timeout: Duration,
         extra_roots_pem: Option<&[u8]>,
     ) -> Result<Self, ClientError> {
-        let base = normalize_base(base_url).map_err(ClientError::Url)?;
+        let base = normalize_base(base_url)?;
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
         conn.set_connect_timeout(Some(connect_timeout));
@@ -171,16 +189,18 @@ impl HttpClient {
             .enable_http1()
             .wrap_connector(conn);
         // hyper resends a request whose pooled connection turned out to be closed; a benchmark
-        // must send each request exactly once (`--retries` resends on purpose, and records it)
+        // must send each request exactly once (`--retries` resends on purpose, and records it;
+        // `exchange` resends only what hyper hands back unwritten). An idle connection is dropped
+        // before the common servers' keep-alive timeout (uvicorn, llama.cpp: 5 s) so that a
+        // request is not written into a socket the server is closing.
         let inner = Client::builder(TokioExecutor::new())
             .retry_canceled_requests(false)
             .pool_max_idle_per_host(pool.max(1))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(https);
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build(crate::conn::Tracked(https));
         let auth = match api_key {
             Some(k) if !k.is_empty() => {
-                let mut v = HeaderValue::from_str(&format!("Bearer {k}"))
-                    .map_err(|_| ClientError::Url("the API key contains characters not allowed in a header".into()))?;
+                let mut v = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| ClientError::ApiKey)?;
                 v.set_sensitive(true);
                 Some(v)
             }
@@ -194,7 +214,13 @@ impl HttpClient {
     }
 
     fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
-        let mut b = Request::builder().method(method).uri(format!("{}{}", self.base, path));
+        let mut b = Request::builder().method(method.clone()).uri(format!("{}{}", self.base, path));
+        if method == Method::GET {
+            // probes (models, health, metrics) run before and beside the load at their own pace:
+            // their connections are not pooled, so the load never draws one the server has let
+            // go idle
+            b = b.header(header::CONNECTION, "close");
+        }
         if !body.is_empty() {
             b = b.header(header::CONTENT_TYPE, "application/json").header(header::ACCEPT, "text/event-stream");
         }
@@ -204,9 +230,17 @@ impl HttpClient {
         b.body(Full::new(body)).expect("valid request")
     }
 
-    /// Sends a POST; resolves when the response headers arrive.
-    pub async fn post(&self, path: &str, body: Bytes) -> Result<Response, hyper_util::client::legacy::Error> {
-        self.inner.request(self.request(Method::POST, path, body)).await
+    /// Sends a POST; resolves when the response headers arrive, with whether the connection it
+    /// went on had carried a request before (`None`: it got no connection).
+    pub async fn post(
+        &self,
+        path: &str,
+        body: Bytes,
+    ) -> (Result<Response, hyper_util::client::legacy::Error>, Option<bool>) {
+        let mut req = self.request(Method::POST, path, body);
+        let capture = hyper_util::client::legacy::connect::capture_connection(&mut req);
+        let r = self.inner.request(req).await;
+        (r, crate::conn::reused(&capture))
     }
 
     /// `GET path`, whole body, with a deadline.
@@ -232,7 +266,7 @@ impl HttpClient {
         if status != 200 {
             return Err(ClientError::Unreachable { url, message: format!("HTTP {status}: {}", excerpt(&body, 200)) });
         }
-        crate::openai::parse_models(&body).map_err(|m| ClientError::Unreachable { url, message: m })
+        crate::openai::parse_models(&body).map_err(|e| ClientError::Unreachable { url, message: e.to_string() })
     }
 }
 
@@ -273,4 +307,22 @@ pub fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = x.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_close_their_connection_and_posts_keep_theirs() {
+        let c = HttpClient::new("http://127.0.0.1:1/v1", None, 4, Duration::from_secs(1)).expect("client");
+        let get = c.request(Method::GET, "/v1/models", Bytes::new());
+        assert_eq!(get.uri(), "http://127.0.0.1:1/v1/models");
+        assert_eq!(get.headers()[header::CONNECTION], "close");
+        let post = c.request(Method::POST, "/v1/completions", Bytes::from_static(b"{}"));
+        assert!(post.headers().get(header::CONNECTION).is_none());
+        assert_eq!(post.headers()[header::ACCEPT], "text/event-stream");
+        // idle connections go before a 5 s server keep-alive closes them
+        assert!(POOL_IDLE_TIMEOUT < Duration::from_secs(5));
+    }
 }

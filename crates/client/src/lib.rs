@@ -4,13 +4,17 @@
 //! - [`sse`]: our incremental Server-Sent Events decoder;
 //! - [`openai`]: request bodies and chunk classification;
 //! - [`http`]: the pooled client, the run's monotonic clock, cancellation;
+//! - [`conn`]: connections that count the requests they carried;
 //! - [`exchange`]: one request, measured and classified;
 //! - [`bookkeeping`]: token counting and record finishing, off the load loop;
+//! - [`lag`]: the runtime-lag probe (how late the async runtime runs what is ready);
 //! - [`runner`]: drives the load state machine on the wall clock.
 
 pub mod bookkeeping;
+pub mod conn;
 pub mod exchange;
 pub mod http;
+pub mod lag;
 pub mod openai;
 pub mod priority;
 pub mod runner;
@@ -23,10 +27,13 @@ pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
 pub use openai::Api;
 pub use runner::{Counters, Observer, RunConfig, RunOutcome, run};
 
+/// Why a client could not be set up or a server not used.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("{0}")]
-    Url(String),
+    #[error(transparent)]
+    Url(#[from] http::UrlError),
+    #[error("the API key contains characters not allowed in an HTTP header")]
+    ApiKey,
     #[error("cannot reach {url}: {message}")]
     Unreachable { url: String, message: String },
     #[error("TLS: {0}")]

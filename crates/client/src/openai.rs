@@ -108,12 +108,19 @@ struct RawDelta {
     tool_calls: Option<Vec<Value>>,
 }
 
+/// A stream event whose payload is not a chunk: the stream is malformed.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid JSON in stream event ({source}): {excerpt}")]
+pub struct ChunkError {
+    /// The event's first 120 characters.
+    pub excerpt: String,
+    pub source: serde_json::Error,
+}
+
 /// Parses one `data:` payload (not `[DONE]`). An `Err` means the stream is malformed.
-pub fn parse_chunk(data: &str) -> Result<Chunk, String> {
-    let raw: RawChunk = serde_json::from_str(data).map_err(|e| {
-        let excerpt: String = data.chars().take(120).collect();
-        format!("invalid JSON in stream event ({e}): {excerpt}")
-    })?;
+pub fn parse_chunk(data: &str) -> Result<Chunk, ChunkError> {
+    let raw: RawChunk = serde_json::from_str(data)
+        .map_err(|source| ChunkError { excerpt: data.chars().take(120).collect(), source })?;
     let id = raw.id.map(|v| match v {
         Value::String(s) => s,
         other => other.to_string(),
@@ -170,9 +177,19 @@ fn error_text(e: &Value) -> String {
     }
 }
 
+/// A `GET /v1/models` answer that is not JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid JSON from /v1/models ({source}): {excerpt}")]
+pub struct ModelsError {
+    /// The body's first 120 characters.
+    pub excerpt: String,
+    pub source: serde_json::Error,
+}
+
 /// The model ids a server lists at `GET /v1/models`.
-pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON from /v1/models: {e}"))?;
+pub fn parse_models(body: &[u8]) -> Result<Vec<String>, ModelsError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|source| ModelsError { excerpt: String::from_utf8_lossy(body).chars().take(120).collect(), source })?;
     let ids: Vec<String> = v["data"]
         .as_array()
         .map(|a| a.iter().filter_map(|m| m["id"].as_str().map(str::to_string)).collect())
@@ -231,7 +248,9 @@ mod tests {
         assert_eq!(tgi.error.as_deref(), Some("Input validation error"));
         let v = parse_chunk(r#"{"object":"error","message":"bad"}"#).unwrap();
         assert_eq!(v.error.as_deref(), Some("bad"));
-        assert!(parse_chunk("{not json").is_err());
+        let e = parse_chunk("{not json").unwrap_err();
+        assert_eq!(e.excerpt, "{not json");
+        assert!(e.to_string().starts_with("invalid JSON in stream event ("), "{e}");
     }
 
     #[test]
@@ -250,5 +269,7 @@ mod tests {
     #[test]
     fn models() {
         assert_eq!(parse_models(br#"{"object":"list","data":[{"id":"a"},{"id":"b"}]}"#).unwrap(), vec!["a", "b"]);
+        let e = parse_models(b"<html>busy</html>").unwrap_err();
+        assert!(e.to_string().contains("/v1/models") && e.to_string().ends_with("<html>busy</html>"), "{e}");
     }
 }

@@ -9,7 +9,9 @@
 //! token counting: the load never waits for bookkeeping. A generator thread prepares sessions
 //! (prompt text) ahead of the machine, so building a prompt never delays a send.
 //!
-//! Every record keeps its scheduled time, so lateness is measured, not hidden.
+//! Every record keeps its scheduled time, so lateness is measured, not hidden; a probe on the
+//! runtime ([`crate::lag`]) measures how late the runtime itself ran, which delays reading
+//! replies without delaying any send.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -24,6 +26,7 @@ use serde::Serialize;
 use crate::bookkeeping::{BookStats, Bookkeeper};
 use crate::exchange::{Endpoint, execute};
 use crate::http::{Cancel, CancelHandle, cancel_pair};
+use crate::lag::LagProbe;
 use crate::openai::request_body;
 
 /// When to stop, and how requests are shaped.
@@ -119,6 +122,8 @@ pub struct RunOutcome {
     pub clock: crate::http::Clock,
     /// What the bookkeeping did (records finished late or without our counts).
     pub bookkeeping: BookStats,
+    /// How late the runtime woke, every [`crate::lag::PERIOD`] of the load, ms.
+    pub runtime_lag_ms: Vec<f64>,
 }
 
 /// Sessions the generator thread prepares ahead of the load.
@@ -280,6 +285,7 @@ pub async fn run(
         rt: tokio::runtime::Handle::current(),
     });
     let t0 = shared.ep.clock.t0();
+    let probe = LagProbe::start(t0);
 
     // Interruption watcher.
     let watcher = {
@@ -296,13 +302,15 @@ pub async fn run(
         std::thread::Builder::new()
             .name("goodput-load".into())
             .spawn(move || {
+                // registered before its first look at the machine, so no wake-up is lost
+                *s.load_thread.lock().expect("lock") = Some(std::thread::current());
                 let reason = drive(&s);
                 let _ = done_tx.send(reason);
             })
             .expect("spawn load thread")
     };
-    *shared.load_thread.lock().expect("lock") = Some(load_thread.thread().clone());
     let stop = done_rx.await.unwrap_or(StopReason::Completed);
+    let runtime_lag_ms = probe.stop();
     watcher.abort();
     let _ = tokio::task::spawn_blocking(move || load_thread.join()).await;
 
@@ -323,6 +331,7 @@ pub async fn run(
         elapsed_s: t0.elapsed().as_secs_f64(),
         clock: shared.ep.clock,
         bookkeeping,
+        runtime_lag_ms,
     }
 }
 
@@ -402,11 +411,9 @@ async fn request_task(s: Arc<Shared>, mut r: Request) {
         // think time counts from when the reply ended
         let end_s = rec.end_ms.unwrap_or_else(|| clock.now_ms()) / 1000.0;
         let ok = ex.is_success();
-        let finished = if ok && r.more_turns {
-            Finished { ok, output_tokens: ex.output_tokens_for_conversation(&s.ep.tokenizer), reply: ex.reply() }
-        } else {
-            Finished { ok, output_tokens: ex.server_output_tokens().unwrap_or(0), reply: String::new() }
-        };
+        // no tokenizer runs here: the conversation's length comes from the server or the events
+        let reply = if ok && r.more_turns { ex.reply() } else { String::new() };
+        let finished = Finished { ok, output_tokens: ex.output_tokens_estimate(), reply };
         s.books.submit(ex);
         match s.finish_and_next(r.id, end_s, finished) {
             Some(next) => r = next,

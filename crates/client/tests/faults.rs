@@ -162,19 +162,34 @@ async fn one_ten_megabyte_event_without_spaces_ends_in_seconds() {
     println!("two requests with a 10 MB event each; the run took {:.2} s", started.elapsed().as_secs_f64());
 }
 
+/// Every POST the server saw is accounted for in the records: the request itself, its
+/// `--retries` attempts, and its resends after a reused connection closed before any response.
+fn posts(records: &[goodput_metrics::RequestRecord]) -> u64 {
+    records.iter().map(|r| 1 + r.reconnects as u64 + r.stale_resends as u64).sum()
+}
+
 #[tokio::test]
 async fn requests_are_sent_exactly_once_unless_retries_are_asked_for() {
-    // a server that closes every second connection before sending response headers
+    // A server that reads a request and closes the connection without a response, except every
+    // third one. On a reused keep-alive connection that looks like the server closing the idle
+    // connection as the request arrived (it cannot be told apart), so the request is resent once,
+    // on a fresh connection, and counted in `stale_resends`; on a fresh connection the failure is
+    // the server's and final. With one request at a time: request 0 succeeds on connection A;
+    // request 1 meets A closed (POST 1), is resent on fresh B and cut again (POST 2): it fails;
+    // request 2 succeeds on fresh C (POST 3); and so on.
     fn script(n: usize) -> Script {
-        if n % 2 == 1 { vec![Step::Cut] } else { goodput_testkit::steady_stream(1.0, 0.5, 2, false) }
+        if !n.is_multiple_of(3) { vec![Step::Cut] } else { goodput_testkit::steady_stream(1.0, 0.5, 2, false) }
     }
     let server = ScriptedServer::start(script).await;
     let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
     let out = run_within(Duration::from_secs(20), ep, config(10, 1), workload(8, 2)).await;
-    assert_eq!(server.served().len(), 10, "10 requests, 10 POSTs: nothing is resent behind our back");
     let failed: Vec<_> = out.records.iter().filter(|r| !r.is_success()).collect();
-    assert_eq!(failed.len(), 5);
+    assert_eq!(failed.len(), 5, "requests 1, 3, 5, 7, 9");
     assert!(failed.iter().all(|r| class(r) == ErrorClass::StreamEndedEarly && r.attempts.is_empty()));
+    assert!(failed.iter().all(|r| r.stale_resends == 1 && r.reconnects == 0));
+    assert!(out.records.iter().filter(|r| r.is_success()).all(|r| r.stale_resends == 0));
+    assert_eq!(server.served().len(), 15);
+    assert_eq!(posts(&out.records), 15, "nothing is resent behind our back");
 
     // --retries 1: each failure is resent once, and the record keeps the failed attempt
     let server = ScriptedServer::start(script).await;
@@ -188,9 +203,10 @@ async fn requests_are_sent_exactly_once_unless_retries_are_asked_for() {
     );
     let retried: Vec<_> = out.records.iter().filter(|r| !r.attempts.is_empty()).collect();
     assert_eq!(retried.len(), 9, "request 0 went through; every later one met a closed connection first");
-    assert_eq!(server.served().len(), 19);
+    assert_eq!(server.served().len(), 28);
+    assert_eq!(posts(&out.records), 28);
     for r in retried {
-        assert_eq!(r.reconnects, 1);
+        assert_eq!((r.reconnects, r.stale_resends), (1, 1));
         assert_eq!(r.attempts[0].error.class, ErrorClass::StreamEndedEarly);
         assert!(r.attempts[0].sent_ms <= r.sent_ms.unwrap());
     }

@@ -7,6 +7,7 @@
 pub mod confidence;
 pub mod record;
 pub mod request;
+pub mod selfcheck;
 pub mod slo;
 pub mod stats;
 pub mod summary;
@@ -31,6 +32,9 @@ impl ParseError {
 
 pub use record::{Attempt, ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 pub use request::RequestMetrics;
+pub use selfcheck::{Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 pub use slo::{Slo, SloSummary, SloVerdict, Smoothing};
 pub use stats::{Distribution, PercentileMethod, Samples};
-pub use summary::{ClientVerdict, Edge, Summary, SummaryOptions, Warning, WarningCode, Window, summarize};
+pub use summary::{
+    ClientVerdict, ClosedLoop, Edge, LoadCheck, Summary, SummaryOptions, Warning, WarningCode, Window, summarize,
+};

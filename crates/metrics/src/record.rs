@@ -138,6 +138,12 @@ pub struct RequestRecord {
     pub reconnects: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+    /// Times the request was handed a pooled keep-alive connection that the server had already
+    /// closed, and was resent on another before any byte of it was written: it never reached the
+    /// server, so this is not a retry (each request still reaches the server once). `sent_ms` is
+    /// the send that did.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale_resends: u32,
     /// Our tokenizer's counts were not made (the client's bookkeeping fell behind, or the run
     /// ended before they were): `*_tokens_client` are absent and the per-event split is one token
     /// per event unless the server gave it.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{ErrorClass, RequestRecord};
 use crate::request::{RequestMetrics, chunk_gaps, itl_samples};
+use crate::selfcheck::{Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 use crate::slo::{Slo, SloSummary, Smoothing};
 use crate::stats::{Distribution, PercentileMethod, Samples};
 
@@ -41,9 +42,13 @@ pub struct SummaryOptions {
     pub expect_exact_output: bool,
     /// Schedule lag p99 above this (ms) marks an open-loop run client-bound.
     pub lag_limit_ms: f64,
-    /// A closed loop of this many users: the self-check looks at the time each user spends
-    /// between a reply's end and its next send (`worker_gap_ms`) instead of schedule lag.
-    pub closed_loop: Option<usize>,
+    /// A closed loop: the self-check looks at the time each user spends between a reply's end
+    /// and its next send (`worker_gap_ms`) and at the users kept busy, instead of schedule lag.
+    pub closed_loop: Option<ClosedLoop>,
+    /// A measured run: how late the client's async runtime woke (any loop).
+    pub runtime_lag: Option<RuntimeLag>,
+    /// A measured run: what the client's bookkeeping did.
+    pub bookkeeping: Option<Bookkeeping>,
     /// SLO to evaluate (attainment, goodput, percentile verdicts), with smoothed-goodput
     /// parameters when they can be set.
     pub slo: Option<(Slo, Option<Smoothing>)>,
@@ -53,6 +58,15 @@ impl SummaryOptions {
     pub fn new() -> Self {
         SummaryOptions { lag_limit_ms: 1.0, ..Default::default() }
     }
+}
+
+/// The users of a closed loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosedLoop {
+    /// Users asked for (`--concurrency`).
+    pub requested: usize,
+    /// Users that ran: never more than requests to send (`Load::users`).
+    pub users: usize,
 }
 
 /// The measurement window, in ms from the run start.
@@ -96,6 +110,10 @@ pub struct TokenCounts {
 pub enum WarningCode {
     /// The load generator did not apply the load asked for.
     ClientBound,
+    /// The bookkeeping queue was full: records were finished without our counts.
+    BookkeepingOverflow,
+    /// Merged runs each had their own engine's statistics, which do not add up to one engine's.
+    EngineStatsDropped,
     /// Our tokenizer's counts were skipped for some requests.
     CountsSkipped,
     /// Output token counts differ from the server's by more than 5%.
@@ -114,6 +132,8 @@ impl WarningCode {
     pub fn as_str(self) -> &'static str {
         match self {
             WarningCode::ClientBound => "client_bound",
+            WarningCode::BookkeepingOverflow => "bookkeeping_overflow",
+            WarningCode::EngineStatsDropped => "engine_stats_dropped",
             WarningCode::CountsSkipped => "counts_skipped",
             WarningCode::TokenCountMismatch => "token_count_mismatch",
             WarningCode::InputTokenCountMismatch => "input_token_count_mismatch",
@@ -136,6 +156,10 @@ pub struct Warning {
 pub struct LoadCheck {
     /// Users asked for (`--concurrency`).
     pub requested_concurrency: u64,
+    /// Users that ran (at most the requests to send; every shard's for a merged run): the
+    /// number the means below are compared with.
+    #[serde(default)]
+    pub users: u64,
     /// Time-weighted mean of requests in flight while every user was active (from the last
     /// user's first send to the first user's last reply); `None` when that span is empty.
     pub mean_in_flight: Option<f64>,
@@ -149,6 +173,24 @@ pub struct LoadCheck {
 /// Above this share of their time in worker gaps, a closed loop's users were held back by the
 /// client: the run is `client_bound`.
 pub const GAP_SHARE_LIMIT: f64 = 0.05;
+
+/// Below this share of a closed loop's users in flight or thinking (over the span in which all
+/// were active), the client held the rest back: the run is `client_bound`.
+pub const BUSY_USERS_MIN: f64 = 0.9;
+
+impl LoadCheck {
+    /// Users in flight or thinking, time-weighted: those the client did not hold back.
+    pub fn busy_users(&self) -> Option<f64> {
+        Some(self.mean_in_flight? + self.mean_thinking.unwrap_or(0.0))
+    }
+
+    /// The client held the users back: too much of their time in worker gaps, or too few of
+    /// them in flight or thinking.
+    pub fn held_back(&self) -> bool {
+        let idle = self.busy_users().is_some_and(|b| b < BUSY_USERS_MIN * self.users as f64);
+        self.gap_share > GAP_SHARE_LIMIT || idle
+    }
+}
 
 /// Whether the load generator kept up with its schedule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,6 +255,12 @@ pub struct Summary {
     /// Closed loops: whether the users were kept busy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_check: Option<LoadCheck>,
+    /// Measured runs: how late the client's async runtime woke (a probe every 10 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_lag_ms: Option<RuntimeLag>,
+    /// Measured runs: what the client's bookkeeping did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bookkeeping: Option<Bookkeeping>,
     /// Multi-turn sessions: TTFT of first turns and of later turns (which resend the conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_first_turn_ms: Option<Distribution>,
@@ -405,6 +453,8 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         s.worker_gap_ms = gaps.describe(m);
         s.load_check = check;
     }
+    s.runtime_lag_ms = opts.runtime_lag;
+    s.bookkeeping = opts.bookkeeping;
     if records.iter().any(|r| r.turn.is_some()) {
         s.ttft_first_turn_ms = Some(d.ttft_first.describe(m));
         s.ttft_later_turns_ms = Some(d.ttft_later.describe(m));
@@ -417,8 +467,9 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     if let Some((slo, smoothing)) = &opts.slo {
         s.slo = Some(crate::slo::evaluate(slo, *smoothing, records, &measured, s.duration_s, m));
     }
-    s.verdict = verdict(&s, opts, scheduled_rate, client_rate);
-    s.warnings = warnings(&s, opts);
+    let bound = client_bound(&s, opts, scheduled_rate, client_rate);
+    s.verdict = if bound.any() { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
+    s.warnings = warnings(&s, opts, &bound);
     s
 }
 
@@ -461,7 +512,8 @@ fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
 /// Per user of a closed loop, the gaps between consecutive requests (`s − a` of each follow-on
 /// request: its user was ready at `a`), the share of the users' time they took, and the mean
 /// load over the span in which every user was active.
-fn load_check(records: &[RequestRecord], users: usize) -> (Samples, Option<LoadCheck>) {
+fn load_check(records: &[RequestRecord], closed: ClosedLoop) -> (Samples, Option<LoadCheck>) {
+    let users = closed.users;
     let mut by_user: BTreeMap<u32, Vec<&RequestRecord>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.sent_ms.is_some()) {
         if let Some(u) = r.user {
@@ -508,7 +560,8 @@ fn load_check(records: &[RequestRecord], users: usize) -> (Samples, Option<LoadC
         thinking = Some(think / (hi - lo));
     }
     let check = LoadCheck {
-        requested_concurrency: users as u64,
+        requested_concurrency: closed.requested as u64,
+        users: users as u64,
         mean_in_flight: in_flight,
         mean_thinking: thinking,
         gap_share: if span_ms > 0.0 { gap_ms / span_ms } else { 0.0 },
@@ -518,58 +571,106 @@ fn load_check(records: &[RequestRecord], users: usize) -> (Samples, Option<LoadC
 
 /// `client_bound` when the generator did not apply the load asked for: an open loop that lagged
 /// its schedule (p99 of `s − a − cap_wait` over the limit) or sent at under 97% of the rate its
-/// own schedule asked for; a closed loop whose users spent more than [`GAP_SHARE_LIMIT`] of their
-/// time waiting for the client between a reply and their next send. The open-loop comparison
-/// uses the schedule actually drawn (not the nominal rate, which a short random schedule misses
-/// by chance) and send times less cap waits (a concurrency cap is the server's slowness showing,
+/// own schedule asked for; a closed loop whose users the client held back
+/// ([`LoadCheck::held_back`]); or any measured run whose runtime woke too late
+/// ([`RuntimeLag::too_late`]: responses were read late). The open-loop comparison uses the
+/// schedule actually drawn (not the nominal rate, which a short random schedule misses by
+/// chance) and send times less cap waits (a concurrency cap is the server's slowness showing,
 /// not the client's).
-fn verdict(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> ClientVerdict {
-    if opts.closed_loop.is_some() {
-        let held_back = s.load_check.is_some_and(|c| c.gap_share > GAP_SHARE_LIMIT);
-        return if held_back { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
+fn client_bound(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Bound {
+    Bound {
+        held_back: opts.closed_loop.is_some() && s.load_check.is_some_and(|c| c.held_back()),
+        behind: opts.closed_loop.is_none() && open_loop_behind(s, opts, scheduled_rate, client_rate),
+        late_runtime: s.runtime_lag_ms.is_some_and(|l| l.too_late()),
     }
+}
+
+/// Why a run is `client_bound` (any may hold).
+#[derive(Default)]
+struct Bound {
+    /// A closed loop's users were held back.
+    held_back: bool,
+    /// An open loop fell behind its schedule.
+    behind: bool,
+    /// The client's runtime woke too late.
+    late_runtime: bool,
+}
+
+impl Bound {
+    fn any(&self) -> bool {
+        self.held_back || self.behind || self.late_runtime
+    }
+}
+
+/// An open loop lagged its schedule or sent too slowly.
+fn open_loop_behind(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> bool {
     let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
     let scheduled = opts.offered_rate.is_some() || opts.offered_is_drawn;
     let slow = match (scheduled, scheduled_rate, client_rate) {
         (true, Some(want), Some(got)) => got < 0.97 * want,
         _ => false,
     };
-    if lagged || slow { ClientVerdict::ClientBound } else { ClientVerdict::Ok }
+    lagged || slow
 }
 
-fn warnings(s: &Summary, opts: &SummaryOptions) -> Vec<Warning> {
-    let mut w = Vec::new();
-    let mut add = |code: WarningCode, message: String| w.push(Warning { code, message });
-    if let (ClientVerdict::ClientBound, Some(c)) = (s.verdict, &s.load_check) {
-        let load = match (c.mean_in_flight, c.mean_thinking) {
-            (Some(f), Some(t)) if t > 0.005 => {
-                format!("; mean in flight {f:.1}, thinking {t:.1}, of {} users", c.requested_concurrency)
-            }
-            (Some(f), _) => format!("; mean in flight {f:.1} of {} users", c.requested_concurrency),
-            _ => String::new(),
-        };
-        add(
-            WarningCode::ClientBound,
-            format!(
-                "the load generator did not keep its {} users busy: they spent {:.1}% of their time waiting for the client \
-                 between a reply and their next send (worker gap p50 {:.3} ms, p99 {:.3} ms{load}): results describe a \
-                 lighter load than asked for",
-                c.requested_concurrency,
-                c.gap_share * 100.0,
-                s.worker_gap_ms.p50.unwrap_or(0.0),
-                s.worker_gap_ms.p99.unwrap_or(0.0),
-            ),
-        );
-    } else if s.verdict == ClientVerdict::ClientBound {
+/// Why the verdict is `client_bound`, in words (the closed loop's users, the open loop's
+/// schedule, the runtime's lag).
+fn client_bound_message(s: &Summary, bound: &Bound) -> String {
+    let mut why = Vec::new();
+    if let (true, Some(c)) = (bound.held_back, &s.load_check) {
+        why.push(held_back_words(s, c));
+    }
+    if bound.behind {
         let rates = match (s.offered_rate, s.achieved_rate) {
             (Some(o), Some(a)) => format!(", sent {a:.2} of {o:.2} req/s offered"),
             _ => String::new(),
         };
+        why.push(format!(
+            "the load generator fell behind its schedule (lag p99 {:.2} ms{rates}): results understate the server",
+            s.schedule_lag_ms.p99.unwrap_or(0.0)
+        ));
+    }
+    if let (true, Some(l)) = (bound.late_runtime, s.runtime_lag_ms) {
+        why.push(format!(
+            "the client's async runtime woke {:.1} ms late at p99 (max {:.1} ms; limit {RUNTIME_LAG_LIMIT_MS} ms): \
+             responses were read late, so TTFT and E2E include the client's own delay",
+            l.p99, l.max
+        ));
+    }
+    why.join("; ")
+}
+
+/// A closed loop's held-back users, in words.
+fn held_back_words(s: &Summary, c: &LoadCheck) -> String {
+    let load = match (c.mean_in_flight, c.mean_thinking) {
+        (Some(f), Some(t)) if t > 0.005 => format!("; mean in flight {f:.1}, thinking {t:.1}, of {} users", c.users),
+        (Some(f), _) => format!("; mean in flight {f:.1} of {} users", c.users),
+        _ => String::new(),
+    };
+    format!(
+        "the load generator did not keep its {} users busy: they spent {:.1}% of their time waiting for the client \
+         between a reply and their next send (worker gap p50 {:.3} ms, p99 {:.3} ms{load}): results describe a \
+         lighter load than asked for",
+        c.users,
+        c.gap_share * 100.0,
+        s.worker_gap_ms.p50.unwrap_or(0.0),
+        s.worker_gap_ms.p99.unwrap_or(0.0),
+    )
+}
+
+fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec<Warning> {
+    let mut w = Vec::new();
+    let mut add = |code: WarningCode, message: String| w.push(Warning { code, message });
+    if bound.any() {
+        add(WarningCode::ClientBound, client_bound_message(s, bound));
+    }
+    if let Some(b) = s.bookkeeping.filter(|b| b.overflowed > 0) {
         add(
-            WarningCode::ClientBound,
+            WarningCode::BookkeepingOverflow,
             format!(
-                "the load generator fell behind its schedule (lag p99 {:.2} ms{rates}): results understate the server",
-                s.schedule_lag_ms.p99.unwrap_or(0.0),
+                "the bookkeeping fell behind: {} records were finished on their request's task without our token \
+                 counts (its queue was full)",
+                b.overflowed
             ),
         );
     }
@@ -819,7 +920,7 @@ mod tests {
         for (r, u) in recs.iter_mut().zip([0, 1, 0, 1]) {
             r.user = Some(u);
         }
-        let opts = SummaryOptions { closed_loop: Some(2), ..SummaryOptions::new() };
+        let opts = SummaryOptions { closed_loop: Some(ClosedLoop { requested: 2, users: 2 }), ..SummaryOptions::new() };
         let s = summarize(&recs, &opts);
         let c = s.load_check.unwrap();
         // gaps 1 + 0.5 over the users' spans between sends 11 + 5.5
@@ -839,6 +940,89 @@ mod tests {
         let s = summarize(&recs, &opts);
         assert_eq!(s.verdict, ClientVerdict::Ok);
         assert!(s.load_check.unwrap().gap_share < 0.002);
+    }
+
+    /// Two users back to back from 0 to 20 ms, sends 10 µs after each reply: no worker gap.
+    fn two_busy_users() -> Vec<RequestRecord> {
+        let mut recs = vec![
+            ok(0, 0.0, 0.0, &[4.0, 10.0], 1),
+            ok(1, 0.0, 0.0, &[2.0, 5.0], 1),
+            ok(2, 10.0, 10.01, &[15.0, 20.0], 1),
+            ok(3, 5.0, 5.01, &[12.0, 20.0], 1),
+        ];
+        for (r, u) in recs.iter_mut().zip([0, 1, 0, 1]) {
+            r.user = Some(u);
+        }
+        recs
+    }
+
+    #[test]
+    fn the_load_check_counts_the_users_that_ran() {
+        // 16 users asked for, but 2 requests' worth of sessions per user: 2 users ran
+        let opts =
+            SummaryOptions { closed_loop: Some(ClosedLoop { requested: 16, users: 2 }), ..SummaryOptions::new() };
+        let s = summarize(&two_busy_users(), &opts);
+        let c = s.load_check.unwrap();
+        assert_eq!((c.requested_concurrency, c.users), (16, 2));
+        // both users active from 0 to 20 ms: in flight (10 + 9.99) + (5 + 14.99) ms over 20 ms
+        let f = c.mean_in_flight.expect("every user that ran was active");
+        assert!((f - 39.98 / 20.0).abs() < 1e-9, "{f}");
+        assert_eq!(s.verdict, ClientVerdict::Ok);
+        // compared with the 16 asked for, 2 in flight would read as held back
+        let wrong = SummaryOptions { closed_loop: Some(ClosedLoop { requested: 16, users: 16 }), ..opts };
+        assert_eq!(summarize(&two_busy_users(), &wrong).load_check.unwrap().mean_in_flight, None);
+    }
+
+    #[test]
+    fn users_neither_in_flight_nor_thinking_mark_client_bound() {
+        let check = |gap_share, in_flight, thinking| LoadCheck {
+            requested_concurrency: 10,
+            users: 10,
+            mean_in_flight: in_flight,
+            mean_thinking: thinking,
+            gap_share,
+        };
+        // 8.5 in flight + 0.4 thinking = 8.9 < 0.9 · 10, though only 2% of time is in gaps
+        assert!(check(0.02, Some(8.5), Some(0.4)).held_back());
+        // 8.7 + 0.4 = 9.1: kept busy
+        assert!(!check(0.02, Some(8.7), Some(0.4)).held_back());
+        // no span with every user active: the gap share decides alone
+        assert!(!check(0.02, None, None).held_back());
+        assert!(check(0.06, None, None).held_back());
+        // think time is not the client's doing: 3 in flight and 6.5 thinking of 10 is busy
+        assert!(!check(0.01, Some(3.0), Some(6.5)).held_back());
+    }
+
+    #[test]
+    fn a_late_runtime_marks_client_bound_with_the_reason() {
+        let opts = SummaryOptions { closed_loop: Some(ClosedLoop { requested: 2, users: 2 }), ..SummaryOptions::new() };
+        let calm = RuntimeLag { n: 400, p50: 0.6, p99: 1.2, max: 3.0 };
+        let s = summarize(&two_busy_users(), &SummaryOptions { runtime_lag: Some(calm), ..opts.clone() });
+        assert_eq!((s.verdict, s.runtime_lag_ms), (ClientVerdict::Ok, Some(calm)));
+        // p99 6 ms > 5 ms: the users were busy, but their replies were read late
+        let starved = RuntimeLag { n: 400, p50: 1.0, p99: 6.0, max: 31.0 };
+        let s = summarize(&two_busy_users(), &SummaryOptions { runtime_lag: Some(starved), ..opts });
+        assert_eq!(s.verdict, ClientVerdict::ClientBound);
+        let w = &s.warnings[0];
+        assert_eq!(w.code, WarningCode::ClientBound);
+        assert!(w.message.starts_with("the client's async runtime woke 6.0 ms late at p99"), "{}", w.message);
+        // an open loop too
+        let recs: Vec<_> =
+            (0..10).map(|i| ok(i, i as f64 * 10.0, i as f64 * 10.0, &[i as f64 * 10.0 + 5.0], 1)).collect();
+        let open = SummaryOptions { runtime_lag: Some(starved), ..SummaryOptions::new() };
+        assert_eq!(summarize(&recs, &open).verdict, ClientVerdict::ClientBound);
+    }
+
+    #[test]
+    fn bookkeeping_overflow_warns() {
+        let b = Bookkeeping { finished: 90, overflowed: 10, skipped: 10 };
+        let s = summarize(&two_busy_users(), &SummaryOptions { bookkeeping: Some(b), ..SummaryOptions::new() });
+        assert_eq!(s.bookkeeping, Some(b));
+        let w = s.warnings.iter().find(|w| w.code == WarningCode::BookkeepingOverflow).expect("a warning");
+        assert!(w.message.contains("10 records"), "{}", w.message);
+        let fine = Bookkeeping { overflowed: 0, skipped: 0, ..b };
+        let s = summarize(&two_busy_users(), &SummaryOptions { bookkeeping: Some(fine), ..SummaryOptions::new() });
+        assert!(!s.warnings.iter().any(|w| w.code == WarningCode::BookkeepingOverflow));
     }
 
     #[test]

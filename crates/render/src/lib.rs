@@ -99,17 +99,23 @@ pub fn render(title: &str, s: &Summary) -> String {
         ClientVerdict::Ok => "ok",
         ClientVerdict::ClientBound => "CLIENT-BOUND",
     };
+    // a measured run's runtime probe: how late the client read what was ready
+    let lag = s.runtime_lag_ms.map_or(String::new(), |l| format!(" · runtime lag p99 {:.2} ms", l.p99));
     if let Some(c) = &s.load_check {
+        let users = if c.users > 0 { c.users } else { c.requested_concurrency };
+        let of = if users < c.requested_concurrency {
+            format!("{users} users ({} asked for; one per request)", c.requested_concurrency)
+        } else {
+            format!("{users} users")
+        };
         let load = match (c.mean_in_flight, c.mean_thinking) {
-            (Some(f), Some(t)) if t > 0.005 => {
-                format!(" · {f:.1} in flight and {t:.1} thinking of {} users", c.requested_concurrency)
-            }
-            (Some(f), _) => format!(" · {f:.1} of {} users in flight", c.requested_concurrency),
-            _ => format!(" · {} users", c.requested_concurrency),
+            (Some(f), Some(t)) if t > 0.005 => format!(" · {f:.1} in flight and {t:.1} thinking of {of}"),
+            (Some(f), _) => format!(" · {f:.1} of {of} in flight"),
+            _ => format!(" · {of}"),
         };
         let _ = writeln!(
             o,
-            "  client       worker gap p50 {} ms, p99 {} ms ({:.2}% of the users' time){load} · sent {:.2} req/s · {verdict}",
+            "  client       worker gap p50 {} ms, p99 {} ms ({:.2}% of the users' time){load} · sent {:.2} req/s{lag} · {verdict}",
             cell3(s.worker_gap_ms.p50),
             cell3(s.worker_gap_ms.p99),
             c.gap_share * 100.0,
@@ -121,7 +127,7 @@ pub fn render(title: &str, s: &Summary) -> String {
             (None, Some(ach)) => format!(" · achieved {ach:.2} req/s"),
             _ => String::new(),
         };
-        let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates} · {verdict}");
+        let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates}{lag} · {verdict}");
     }
     if let Some(g) = &s.slo {
         o.push_str(&render_slo(g));
@@ -285,19 +291,52 @@ pub fn render_engine(p: &EnginePlan, s: &EngineStats) -> String {
     );
     let _ = writeln!(
         o,
-        "  kv cache     utilization mean {:.1}%, max {:.1}% · fragmentation {:.1}% · preemptions {}{}",
+        "  kv cache     utilization mean {:.1}%, max {:.1}% · {:.1}% of reserved slots hold tokens · preemptions {}{}{}",
         s.mean_kv_utilization * 100.0,
         s.max_kv_utilization * 100.0,
-        s.mean_kv_fragmentation * 100.0,
+        s.mean_kv_used_share * 100.0,
         s.preemptions,
+        s.kv_seq_capacity.map_or(String::new(), |n| format!(" · {n} sequences fit")),
         if s.rejected > 0 { format!(" · rejected {}", s.rejected) } else { String::new() }
     );
     if let Some(c) = &s.prefix_cache {
         let rate = if c.queried_blocks > 0 { c.hit_blocks as f64 / c.queried_blocks as f64 * 100.0 } else { 0.0 };
+        let saved = c.hit_blocks * p.config.block_size as u64;
         let _ = writeln!(
             o,
-            "  prefix cache hit rate {rate:.1}% ({} of {} blocks) · {} evicted",
+            "  prefix cache hit rate {rate:.1}% ({} of {} blocks) · {saved} prefill tokens saved · {} evicted",
             c.hit_blocks, c.queried_blocks, c.evicted_blocks
+        );
+    }
+    if let (Some(len), Some(rate)) = (s.mean_accepted_length(), s.acceptance_rate()) {
+        let draft = if s.busy_s > 0.0 { s.spec_draft_s / s.busy_s * 100.0 } else { 0.0 };
+        let _ = writeln!(
+            o,
+            "  speculative  {len:.2} tokens per verified step · {:.0}% of {} drafted tokens accepted · drafting {draft:.0}% of busy time",
+            rate * 100.0,
+            s.spec_draft_tokens
+        );
+    }
+    if let Some(t) = &s.transfers {
+        let _ = writeln!(
+            o,
+            "  kv transfer  {} hand-overs · mean {:.2} ms ({:.2} us per token) · link busy {:.0}%{}",
+            t.transfers,
+            t.mean_s * 1e3,
+            t.per_token_s * 1e6,
+            t.link_utilization * 100.0,
+            if t.append_prefills > 0 { format!(" · {} append-prefills", t.append_prefills) } else { String::new() }
+        );
+    }
+    for part in &s.parts {
+        let _ = writeln!(
+            o,
+            "  {:<12} busy {:.0}% · mean running {:.1} · {} iterations · kv mean {:.1}%",
+            part.role.as_deref().unwrap_or("engine"),
+            part.utilization.unwrap_or(0.0) * 100.0,
+            part.mean_running,
+            part.steps,
+            part.mean_kv_utilization * 100.0
         );
     }
     if s.late_steps > 0 {
@@ -328,7 +367,7 @@ pub fn title(command: &str, run: &Run) -> String {
             "goodput {command} · {model} · {} · {} requests in {:.1} s of virtual time{}",
             describe(load),
             run.requests.len(),
-            run.summary.window.end_ms / 1000.0,
+            run.virtual_end_s.unwrap_or(run.summary.window.end_ms / 1000.0),
             run.elapsed_s.map_or(String::new(), |s| format!(" ({s:.2} s to simulate)"))
         ),
         _ => {

@@ -29,7 +29,7 @@ fn client(e: &Embedded) -> goodput_client::HttpClient {
 }
 
 async fn post(e: &Embedded, path: &str, body: impl Into<Bytes>) -> (u16, Value) {
-    let resp = client(e).post(path, body.into()).await.unwrap();
+    let resp = client(e).post(path, body.into()).await.0.unwrap();
     let status = resp.status().as_u16();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
@@ -97,8 +97,8 @@ async fn full_queue_answers_429() {
     let long = json!({"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 5000, "stream": true}).to_string();
     let c = client(&e);
     // one runs, one waits; the third is refused
-    let r1 = c.post("/v1/completions", Bytes::from(long.clone())).await.unwrap();
-    let r2 = c.post("/v1/completions", Bytes::from(long.clone())).await.unwrap();
+    let r1 = c.post("/v1/completions", Bytes::from(long.clone())).await.0.unwrap();
+    let r2 = c.post("/v1/completions", Bytes::from(long.clone())).await.0.unwrap();
     assert_eq!((r1.status().as_u16(), r2.status().as_u16()), (200, 200));
     tokio::time::sleep(Duration::from_millis(50)).await;
     let (s, v) = post(&e, "/v1/completions", long).await;
@@ -109,7 +109,7 @@ async fn full_queue_answers_429() {
 }
 
 async fn sse_events(e: &Embedded, path: &str, body: Value) -> Vec<String> {
-    let resp = client(e).post(path, Bytes::from(body.to_string())).await.unwrap();
+    let resp = client(e).post(path, Bytes::from(body.to_string())).await.0.unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
@@ -203,7 +203,7 @@ async fn a_client_that_disconnects_frees_its_sequence() {
     let e = start(|_| {}, |_| {}).await;
     let body =
         json!({"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 20000, "stream": true, "ignore_eos": true});
-    let resp = client(&e).post("/v1/completions", Bytes::from(body.to_string())).await.unwrap();
+    let resp = client(&e).post("/v1/completions", Bytes::from(body.to_string())).await.0.unwrap();
     let mut b = resp.into_body();
     let _first = b.frame().await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -263,7 +263,7 @@ async fn huge_prompts_are_refused_without_stalling_other_streams() {
     // a stream of 400 tokens (a few ms each) runs while two 10 MB prompts arrive
     let body =
         json!({"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 400, "ignore_eos": true, "stream": true});
-    let stream = c.post("/v1/completions", Bytes::from(body.to_string())).await.unwrap();
+    let stream = c.post("/v1/completions", Bytes::from(body.to_string())).await.0.unwrap();
     let gaps = tokio::spawn(frame_gaps(stream));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let huge = |text: String| json!({"model": "llama-3.1-8b", "prompt": text, "max_tokens": 8}).to_string();
@@ -274,7 +274,7 @@ async fn huge_prompts_are_refused_without_stalling_other_streams() {
         .map(|b| {
             let c = c.clone();
             tokio::spawn(async move {
-                let r = c.post("/v1/completions", Bytes::from(b)).await.unwrap();
+                let r = c.post("/v1/completions", Bytes::from(b)).await.0.unwrap();
                 let status = r.status().as_u16();
                 let v: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
                 (status, v, std::time::Instant::now())

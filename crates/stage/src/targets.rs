@@ -138,6 +138,7 @@ impl Target for SimTarget {
             plan: plan.clone(),
             load: Some(stage.load.clone()),
             elapsed_s: Some(elapsed_s),
+            virtual_end_s: Some(out.end_s),
             target: RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) },
             interrupted: out.max_errors_reached(),
             stop: out.stop,
@@ -168,11 +169,16 @@ struct Measured {
     interrupted: bool,
     started_ns: i128,
     elapsed_s: f64,
+    /// How late the client's runtime woke (ms, one per probe tick).
+    runtime_lag_ms: Vec<f64>,
+    bookkeeping: goodput_metrics::Bookkeeping,
 }
 
 impl Measured {
     fn into_run(self, stage: &Stage, target: RunTarget, engine_stats: Option<EngineStats>) -> Run {
-        let opts = summary_options(&stage.plan, &stage.load);
+        let mut opts = summary_options(&stage.plan, &stage.load);
+        opts.runtime_lag = goodput_metrics::RuntimeLag::from_samples(&self.runtime_lag_ms, opts.percentiles);
+        opts.bookkeeping = Some(self.bookkeeping);
         let (summary, summary_full) = summaries(&self.records, &opts);
         Run {
             name: stage.name.clone(),
@@ -181,6 +187,7 @@ impl Measured {
             plan: stage.plan.clone(),
             load: Some(stage.load.clone()),
             elapsed_s: Some(self.elapsed_s),
+            virtual_end_s: None,
             target,
             interrupted: self.interrupted,
             stop: self.stop,
@@ -276,6 +283,8 @@ async fn measure(
         started_ns: unix_ns() - elapsed.as_nanos() as i128,
         elapsed_s: outcome.elapsed_s,
         records: outcome.records,
+        runtime_lag_ms: outcome.runtime_lag_ms,
+        bookkeeping: outcome.bookkeeping,
     })
 }
 

@@ -5,7 +5,9 @@
 //! `/v1/completions` or `/v1/chat/completions` is answered at once with one content event per
 //! token (each its own write) for the request's `max_tokens` (or `tokens` when it gives none), a
 //! usage event and `[DONE]`, over chunked HTTP/1.1 keep-alive. Each response length's bytes are
-//! built once. `GET /v1/models` lists one model.
+//! built once. `GET /v1/models` lists one model. [`FastServer::start_closing`] closes each
+//! connection after its streamed response without saying so beforehand, as llama.cpp's server
+//! does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,6 +28,17 @@ impl FastServer {
     /// Starts on `127.0.0.1:port` (0: any free port) on a thread of its own; `on_start` runs on
     /// that thread first (e.g. to pin it to a CPU).
     pub fn start(port: u16, tokens: usize, on_start: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
+        Self::spawn(port, tokens, false, on_start)
+    }
+
+    /// As [`FastServer::start`] on any free port, closing each connection once its streamed
+    /// response is written (a keep-alive response, then the close: the client pools the
+    /// connection and may write its next request into it).
+    pub fn start_closing(tokens: usize) -> std::io::Result<Self> {
+        Self::spawn(0, tokens, true, || {})
+    }
+
+    fn spawn(port: u16, tokens: usize, close: bool, on_start: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
         let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -38,7 +51,7 @@ impl FastServer {
             rt.block_on(async move {
                 let listener = TcpListener::from_std(listener).expect("listener");
                 tokio::select! {
-                    _ = accept(listener, tokens, count) => {}
+                    _ = accept(listener, tokens, close, count) => {}
                     _ = stopped => {}
                 }
             });
@@ -87,12 +100,12 @@ fn response(tokens: usize) -> Vec<Vec<u8>> {
     writes
 }
 
-async fn accept(listener: TcpListener, tokens: usize, served: Arc<AtomicU64>) {
+async fn accept(listener: TcpListener, tokens: usize, close: bool, served: Arc<AtomicU64>) {
     while let Ok((sock, _)) = listener.accept().await {
         let _ = sock.set_nodelay(true);
         let served = Arc::clone(&served);
         tokio::spawn(async move {
-            let _ = serve(sock, tokens, &served).await;
+            let _ = serve(sock, tokens, close, &served).await;
         });
     }
 }
@@ -113,7 +126,12 @@ fn max_tokens(body: &[u8]) -> Option<usize> {
     std::str::from_utf8(&digits).ok()?.parse().ok().filter(|&n| n > 0)
 }
 
-async fn serve(mut sock: tokio::net::TcpStream, default_tokens: usize, served: &AtomicU64) -> std::io::Result<()> {
+async fn serve(
+    mut sock: tokio::net::TcpStream,
+    default_tokens: usize,
+    close: bool,
+    served: &AtomicU64,
+) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut tmp = [0u8; 16384];
     loop {
@@ -157,6 +175,9 @@ async fn serve(mut sock: tokio::net::TcpStream, default_tokens: usize, served: &
             sock.write_all(w).await?;
         }
         served.fetch_add(1, Ordering::Relaxed);
+        if close {
+            return Ok(());
+        }
     }
 }
 

@@ -88,6 +88,23 @@ impl Load {
         }
     }
 
+    /// The users a closed loop runs within a budget of `requests`: never more users than requests
+    /// to send (at least one); `None` for an open loop.
+    pub fn users(&self, requests: Option<u64>) -> Option<usize> {
+        match self {
+            Load::Closed { concurrency, .. } => {
+                Some(requests.map_or(*concurrency, |n| (*concurrency).min(n.max(1) as usize)).max(1))
+            }
+            Load::Open { .. } => None,
+        }
+    }
+
+    /// Everything arrives at once (`--rate inf`, the throughput profile): without a request
+    /// budget such a load never ends sending.
+    pub fn is_all_at_once(&self) -> bool {
+        matches!(self, Load::Open { arrivals: Arrivals::AllAtOnce, .. })
+    }
+
     /// The nominal offered rate of an open loop.
     pub fn offered_rate(&self) -> Option<f64> {
         match self {

@@ -219,6 +219,9 @@ pub struct LoadMachine {
     stop: Option<StopReason>,
     /// Something due was not sent because the duration had passed.
     cut_by_duration: bool,
+    /// The latest time the concurrency cap is known to have been full: a turn due no later than
+    /// this waited for a slot (its delay is cap wait, not lag).
+    cap_full_at: f64,
 }
 
 impl LoadMachine {
@@ -245,11 +248,11 @@ impl LoadMachine {
             in_flight: 0,
             stop: None,
             cut_by_duration: false,
+            cap_full_at: f64::NEG_INFINITY,
         };
         match load {
-            Load::Closed { concurrency, think } => {
-                // never more users than requests to send
-                let users = bounds.requests.map_or(*concurrency, |n| (*concurrency).min(n.max(1) as usize)).max(1);
+            Load::Closed { think, .. } => {
+                let users = load.users(bounds.requests).unwrap_or(1);
                 m.think = think.clone();
                 for u in 0..users as u32 {
                     m.users.push(seed::rng_for(seed, seed::USER_KEY | u as u64));
@@ -378,6 +381,31 @@ impl LoadMachine {
         }
     }
 
+    fn cap_full(&self) -> bool {
+        self.cap.is_some_and(|c| self.in_flight >= c)
+    }
+
+    /// Fires due timers until one turn is ready (or none is due). Only what the next send needs
+    /// is fired: an all-at-once load keeps one arrival ahead, not its whole budget, so the first
+    /// request goes out after O(1) work and the driver's lock is held briefly.
+    fn fire_due(&mut self, now: f64) {
+        while self.ready.is_empty() && self.timers.peek().is_some_and(|t| t.at <= now) {
+            let t = self.timers.pop().expect("peeked");
+            if !self.within_duration(t.at) {
+                self.cut_by_duration = true;
+                continue;
+            }
+            let (at, start) = (t.at, self.ready.len());
+            self.fire(t);
+            // fired late because the cap held the turns before it: it waited for a slot too
+            if at <= self.cap_full_at {
+                for r in self.ready.iter_mut().skip(start) {
+                    r.capped = true;
+                }
+            }
+        }
+    }
+
     /// What to do at `now`.
     pub fn next(&mut self, now: f64) -> Next {
         if self.stop.is_none() && self.bounds.duration_s.is_some_and(|d| now > d + 1e-9) {
@@ -388,25 +416,18 @@ impl LoadMachine {
             self.stop(StopReason::Duration);
         }
         if self.stop.is_none() {
-            while self.timers.peek().is_some_and(|t| t.at <= now) {
-                let t = self.timers.pop().expect("peeked");
-                if !self.within_duration(t.at) {
-                    self.cut_by_duration = true;
-                    continue;
-                }
-                self.fire(t);
-            }
+            self.fire_due(now);
         }
         if let Some(r) = self.ready.front() {
-            if self.cap.is_some_and(|c| self.in_flight >= c) {
-                for r in &mut self.ready {
-                    r.capped = true;
-                }
-            } else {
+            if !self.cap_full() {
                 let (session, at, capped) = (r.session, r.at, r.capped);
                 self.ready.pop_front();
                 let cap_wait = if capped { (now - at).max(0.0) } else { 0.0 };
                 return Next::Send(Box::new(self.send(session, at, cap_wait)));
+            }
+            self.cap_full_at = now;
+            for r in &mut self.ready {
+                r.capped = true;
             }
         }
         if self.in_flight == 0 && self.ready.is_empty() && self.timers.is_empty() {
@@ -418,6 +439,8 @@ impl LoadMachine {
             return Next::Done(reason);
         }
         match self.timers.peek() {
+            // due but not fired: the cap holds the turns before it until a request finishes
+            Some(t) if t.at <= now => Next::Idle,
             Some(t) => Next::Wait(t.at),
             None => Next::Idle,
         }
@@ -453,6 +476,10 @@ impl LoadMachine {
     /// Request `id` ended at `at` (unknown ids are ignored).
     pub fn finished(&mut self, id: u64, at: f64, f: Finished) {
         let Some(session) = self.requests.remove(&id) else { return };
+        if self.cap_full() {
+            // the cap was full until this request ended
+            self.cap_full_at = self.cap_full_at.max(at);
+        }
         self.in_flight -= 1;
         if !f.ok {
             self.failed += 1;
@@ -595,6 +622,55 @@ mod tests {
             }
         }
         assert_eq!(sent, 11, "arrivals at 0, 0.1, …, 1.0 s");
+    }
+
+    /// Counts the sessions the machine pulls from its source.
+    struct Counting(Workload, std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl SessionSource for Counting {
+        fn next_session(&mut self) -> Option<SessionSpec> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.next_session()
+        }
+    }
+
+    #[test]
+    fn all_at_once_sends_its_first_request_after_constant_work() {
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let source = Counting(Workload::counts_only(spec()).unwrap(), pulled.clone());
+        let load = Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None };
+        let bounds = Bounds { requests: Some(100_000), ..Default::default() };
+        let mut m = LoadMachine::new(&load, bounds, 0, Box::new(source), false);
+        let first = send(m.next(0.0));
+        assert_eq!((first.id, first.scheduled_s), (0, 0.0));
+        // one session sent, one arrival kept ahead: not the 100,000 of the budget
+        assert!(pulled.load(std::sync::atomic::Ordering::Relaxed) <= 2);
+        assert!(m.sessions.len() + m.ready.len() + m.timers.len() <= 3, "{} sessions", m.sessions.len());
+        // and the rest go out one per call, all due at 0
+        for id in 1..100_000 {
+            let r = send(m.next(0.0));
+            assert_eq!((r.id, r.scheduled_s, r.cap_wait_s), (id, 0.0, 0.0));
+        }
+        assert_eq!(m.next(0.0), Next::Idle);
+    }
+
+    #[test]
+    fn all_at_once_under_a_cap_waits_for_slots_without_pulling_ahead() {
+        let load = Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: Some(2) };
+        let mut m = machine(load, Bounds { requests: Some(1000), ..Default::default() }, spec());
+        send(m.next(0.0));
+        send(m.next(0.0));
+        // the cap is full: nothing to do until a request ends (no busy Wait on a past time)
+        assert_eq!(m.next(0.5), Next::Idle);
+        assert!(m.sessions.len() <= 3);
+        m.finished(0, 1.0, ok(4));
+        let r = send(m.next(1.2));
+        assert_eq!((r.id, r.scheduled_s, r.cap_wait_s), (2, 0.0, 1.2));
+        assert_eq!(m.next(1.2), Next::Idle);
+        m.finished(1, 1.5, ok(4));
+        // due at 0 and held by the cap since: all of its wait is cap wait
+        let r = send(m.next(1.5));
+        assert_eq!((r.id, r.cap_wait_s), (3, 1.5));
     }
 
     #[test]
