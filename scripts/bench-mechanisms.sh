@@ -68,32 +68,37 @@ if want("batching"):
     table("Batching: Llama-2-13B on one A100, 1,000 requests queued at once (max 256 sequences)",
           ["workload", "req/min continuous", "req/min static", "gain", "p99 TTFT continuous (s)", "p99 TTFT static (s)"], rows)
 
-# 2. paged vs pre-allocated KV on a memory-bound configuration
+# 2. paged vs pre-allocated KV: the vLLM paper's setting (a 13B model on one A100, ShareGPT
+#    lengths: prompts of mean 161 tokens, replies of mean 338, a 2,048-token context as OPT's),
+#    then the ShareGPT sample's own lengths
 if want("kv"):
-    base = ["--model", "llama-2-13b", "--gpu", "a100", "--rate", "inf", "--requests", "1000",
-            "--dataset", f"sharegpt:{SHAREGPT}"]
+    paper = ["--input-tokens", "lognormal:161,150", "--output-tokens", "lognormal:338,300"]
+    sample = ["--dataset", f"sharegpt:{SHAREGPT}"]
     rows = []
-    for name, f in [("paged (16-token blocks)", []),
-                    ("pre-allocated, max-model-len 4096", ["--kv-alloc", "prealloc"]),
-                    ("pre-allocated, max-model-len 2048", ["--kv-alloc", "prealloc", "--max-model-len", "2048"]),
-                    ("pre-allocated, prompt + max_tokens", ["--kv-alloc", "prealloc", "--prealloc", "request"])]:
-        d = sim(*base, *f)
-        st = e(d)
-        fit = st.get("kv_seq_capacity")
-        rows.append([name, f"{st['mean_kv_used_share']*100:.1f}%", f"{st['mean_running']:.0f}",
-                     f"{st['max_running']}", "-" if fit is None else str(fit),
-                     f"{run(d)['summary']['request_throughput']:.2f}"])
-    table("KV allocation: Llama-2-13B on one A100, ShareGPT, 1,000 requests at once",
-          ["allocation", "reserved KV holding tokens", "mean running", "max running", "sequences that fit", "req/s"], rows)
+    for lengths, lf in [("ShareGPT-like (mean 161 in, 338 out)", paper), ("ShareGPT sample", sample)]:
+        base = ["--model", "llama-2-13b", "--gpu", "a100", "--rate", "inf", "--requests", "1000",
+                "--max-model-len", "2048", *lf]
+        for name, f in [("paged (16-token blocks)", []),
+                        ("pre-allocated, max-model-len 2048", ["--kv-alloc", "prealloc"]),
+                        ("pre-allocated, prompt + max_tokens", ["--kv-alloc", "prealloc", "--prealloc", "request"])]:
+            d = sim(*base, *f)
+            st = e(d)
+            fit = st.get("kv_seq_capacity")
+            rows.append([lengths, name, f"{st['mean_kv_used_share']*100:.1f}%", f"{st['mean_running']:.0f}",
+                         f"{st['max_running']}", "-" if fit is None else str(fit),
+                         f"{run(d)['summary']['request_throughput']:.2f}"])
+    table("KV allocation: Llama-2-13B on one A100, 1,000 requests at once, 2,048-token context",
+          ["lengths", "allocation", "reserved KV holding tokens", "mean running", "max running", "sequences that fit",
+           "req/s"], rows)
 
 # 3. prefill scheduling under Poisson load with long prompts
 if want("scheduling"):
     base = ["--rate", "1.5", "--requests", "400", "--input-tokens", "uniform:2000..8000", "--output-tokens", "256",
-            "--max-batched-tokens", "8192", "--prefix-caching", "off"]
+            "--prefix-caching", "off"]
     rows = []
-    for name, f in [("prefill-first", ["--scheduling", "prefill-first"]),
-                    ("decode-first", ["--scheduling", "decode-first"]),
-                    ("chunked, 8192-token budget", ["--scheduling", "chunked"]),
+    for name, f in [("prefill-first", ["--scheduling", "prefill-first", "--max-batched-tokens", "8192"]),
+                    ("decode-first", ["--scheduling", "decode-first", "--max-batched-tokens", "8192"]),
+                    ("chunked, 8192-token budget", ["--scheduling", "chunked", "--max-batched-tokens", "8192"]),
                     ("chunked, 2048-token budget", ["--scheduling", "chunked", "--max-batched-tokens", "2048"])]:
         d = sim(*base, *f)
         rows.append([name, f"{s(d,'itl_ms','p50'):.1f}", f"{s(d,'itl_ms','p99'):.1f}", f"{s(d,'itl_max_ms','p99'):.0f}",
@@ -150,6 +155,17 @@ if want("disagg"):
         rows.append([name, f"{c['rate']:.2f}", f"{c['per_gpu']:.2f}"])
     table("Disaggregation: Llama-3.1-8B, 2 H100s, 1,000-3,000-token prompts, 100-300 out; "
           "goodput = the highest Poisson rate at which 90% of requests meet TTFT <= 250 ms and TPOT <= 15 ms",
+          ["deployment", "goodput (req/s)", "per GPU"], rows)
+    # a tight TPOT target, where prefills interfering with decodes decide
+    slo = ["--slo", "ttft<=250ms", "--slo", "tpot<=10ms", "--attainment", "0.9", "--step-time", "120s"]
+    rows = []
+    for name, f in [("colocated, 4 replicas (least-loaded)", ["--replicas", "4", "--router", "least-loaded"]),
+                    ("disaggregated, 3 prefill + 1 decode, nvlink", ["--disaggregate", "prefill=3,decode=1", "--link", "nvlink"]),
+                    ("disaggregated, 2 prefill + 2 decode, nvlink", ["--disaggregate", "prefill=2,decode=2", "--link", "nvlink"])]:
+        d = sim("--sim", *slo, *w, *f, cmd="capacity")
+        c = d["capacity"]
+        rows.append([name, f"{c['rate']:.2f}", f"{c['per_gpu']:.2f}"])
+    table("Disaggregation under a tight TPOT target: the same workload on 4 H100s, TTFT <= 250 ms and TPOT <= 10 ms",
           ["deployment", "goodput (req/s)", "per GPU"], rows)
     rows = []
     base = ["--sessions", "--turns", "4", "--think-time", "2s", "--concurrency", "32", "--requests", "1600",

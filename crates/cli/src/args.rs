@@ -52,6 +52,50 @@ pub enum Command {
     /// Find the highest Poisson rate at which SLO attainment stays at or above a target.
     #[command(allow_negative_numbers = true)]
     Capacity(CapacityArgs),
+    /// Place a model's prefill and decode steps on a GPU's roofline: FLOPs, bytes, arithmetic
+    /// intensity, the ridge point, and the TTFT and TPOT floors they imply.
+    #[command(allow_negative_numbers = true)]
+    Roofline(RooflineArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RooflineArgs {
+    /// Model from the catalog (with --model-config: its name).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// A Hugging Face config.json describing the model's architecture (instead of a catalog name).
+    #[arg(long, value_name = "PATH")]
+    pub model_config: Option<PathBuf>,
+    /// GPU: a100, h100, h200, b200, mi300x, l40s, or one from --gpu-spec.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: String,
+    /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
+    #[arg(long, value_name = "FILE.toml")]
+    pub gpu_spec: Option<PathBuf>,
+    /// Tensor-parallel degree (default 1).
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u32>,
+    /// Weight format: bf16 (or fp16), fp8, fp4 (default bf16).
+    #[arg(long, value_name = "DTYPE")]
+    pub dtype: Option<String>,
+    /// KV cache format: bf16, fp8, fp4 (default bf16).
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_dtype: Option<String>,
+    /// Decode batch sizes, comma-separated (default 1,8,32,64,128,256,512).
+    #[arg(long, value_name = "B,...")]
+    pub batch: Option<String>,
+    /// Tokens each decoding sequence attends: its prompt plus the output so far (default 1024).
+    #[arg(long, value_name = "C")]
+    pub context: Option<String>,
+    /// Tokens of the prompt whose prefill is placed (default 4096).
+    #[arg(long, value_name = "P")]
+    pub prompt: Option<String>,
+    /// Draw the roofline with its points as a self-contained log-log SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
+    /// Write the numbers as JSON (`"kind": "roofline"`).
+    #[arg(long, value_name = "FILE.json")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -104,7 +148,8 @@ pub struct EngineArgs {
     /// Weight format: bf16, fp8, fp4.
     #[arg(long, value_name = "DTYPE")]
     pub dtype: Option<String>,
-    /// KV cache format: bf16, fp8, fp4 (default: bf16).
+    /// KV cache format: bf16, fp8, fp4 (default: bf16; fp8 with `--engine trtllm` and fp8 or fp4
+    /// weights).
     #[arg(long, value_name = "DTYPE")]
     pub kv_dtype: Option<String>,
     /// Most sequences in the running batch (default: the preset's; vLLM 1024 on 80 GB GPUs).
@@ -170,10 +215,12 @@ pub struct EngineArgs {
     /// Most requests waiting for admission before new ones get HTTP 429 (default 100000).
     #[arg(long, value_name = "N")]
     pub max_waiting: Option<usize>,
-    /// Model FLOPs utilization of the step-time model (default 0.38, calibrated).
+    /// Model FLOPs utilization of the step-time model (default 0.38, calibrated; FP4 weights use
+    /// their own, 0.34).
     #[arg(long, value_name = "F")]
     pub mfu: Option<f64>,
-    /// Model bandwidth utilization of the step-time model (default 0.8, calibrated).
+    /// Model bandwidth utilization of the step-time model (default 0.8, calibrated; FP4 weights use
+    /// their own, 0.65).
     #[arg(long, value_name = "F")]
     pub mbu: Option<f64>,
     /// Fixed time added to every iteration (default 2ms, calibrated).

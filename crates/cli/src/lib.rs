@@ -25,6 +25,7 @@ pub mod bench;
 pub mod capacity;
 pub mod output;
 pub mod plan;
+pub mod roofline;
 pub mod run;
 pub mod serve;
 pub mod sim;
@@ -66,6 +67,7 @@ pub fn main() -> i32 {
             args::Command::Serve(a) => serve::run(a).await,
             args::Command::Sim(a) => sim::run(a).await,
             args::Command::Capacity(a) => capacity::run(a).await,
+            args::Command::Roofline(a) => roofline::run(a),
         }
     });
     match result {

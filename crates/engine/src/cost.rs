@@ -65,6 +65,10 @@ impl BatchShape {
         self.decode_context += context;
         self.sampled += 1;
     }
+    /// `n` sequences decoding one token each on `context` tokens: `n` × [`add_decode`](Self::add_decode).
+    pub fn decodes(n: u64, context: u64) -> Self {
+        BatchShape { decode_seqs: n, decode_context: n.saturating_mul(context), sampled: n, ..Default::default() }
+    }
     /// A speculative decoding step's verification: `n` positions (the last token and `n − 1`
     /// drafted ones) on `context` computed tokens, each sampled.
     pub fn add_verify(&mut self, n: u64, context: u64) {
@@ -172,13 +176,24 @@ impl Roofline {
         self.experts * (1.0 - (1.0 - self.top_k / self.experts).powf(tokens))
     }
 
+    /// Bytes of weights an iteration of `tokens` tokens reads, whole model: every weight but the
+    /// input embedding (a lookup) and the routed experts, plus the experts the tokens touch.
+    pub fn weight_bytes_read(&self, tokens: f64) -> f64 {
+        self.dense_weight_bytes + self.layers * self.distinct_experts(tokens) * self.expert_bytes
+    }
+
+    /// The MFU and MBU this configuration's number format runs at.
+    pub fn efficiencies(&self) -> (f64, f64) {
+        (self.mfu, self.mbu)
+    }
+
     /// Whole-model FLOPs and bytes of an iteration (before dividing across the TP group).
     pub fn work(&self, b: &BatchShape) -> (f64, f64) {
         let t = b.tokens() as f64;
         let flops = self.body_flops_per_token * t
             + self.head_flops_per_sample * b.sampled as f64
             + self.attn_flops_per_pair * (b.decode_context as f64 + b.prefill_attention);
-        let weights = self.dense_weight_bytes + self.layers * self.distinct_experts(t) * self.expert_bytes;
+        let weights = self.weight_bytes_read(t);
         let kv = self.kv_bytes * (b.decode_context + b.prefill_cached + b.tokens()) as f64;
         (flops, weights + kv)
     }

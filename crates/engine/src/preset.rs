@@ -69,7 +69,9 @@ impl Preset {
             Preset::Trtllm => {
                 c.max_num_seqs = 2048;
                 c.max_batched_tokens = 8192;
-                c.set_scheduling(Scheduling::PrefillFirst);
+                // in-flight batching: context and generation requests share each iteration within
+                // max_num_tokens; without chunked prefill a prompt joins whole in the budget left
+                c.set_scheduling(Scheduling::DecodeFirst);
                 c.prefix_caching = true;
                 c.block_size = 32;
             }

@@ -144,7 +144,8 @@ pub struct LoadPlan {
     /// Pause between turns (and, for closed loops, between sessions).
     pub think_time: ThinkTime,
     pub seed: u64,
-    /// This process's slice of a sharded run (`--shard I/N`).
+    /// This process's slice of a sharded run (reserved for `--shard I/N`, which no command sets
+    /// yet; `Run::merge` ignores it when comparing plans).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
 }
@@ -212,10 +213,15 @@ impl EnginePlan {
         Ok(EnginePlan { config, memory })
     }
 
-    /// A few words: model, GPUs, weight format.
+    /// A few words: model, GPUs (all of a deployment's), weight format.
     pub fn short(&self) -> String {
         let c = &self.config;
-        format!("{} on {}× {} ({})", c.model.name, c.tp, c.gpu.name, c.dtype.name())
+        let layout = match (&c.disaggregation, c.replicas) {
+            (Some(d), _) => format!(", {} prefill + {} decode of {}", d.prefill, d.decode, c.tp),
+            (None, r) if r > 1 => format!(", {r} replicas of {}", c.tp),
+            _ => String::new(),
+        };
+        format!("{} on {}× {} ({}{layout})", c.model.name, c.gpus(), c.gpu.name, c.dtype.name())
     }
 
     /// One line: what is modelled, and how it serves.
