@@ -56,6 +56,81 @@ pub enum Command {
     /// intensity, the ridge point, and the TTFT and TPOT floors they imply.
     #[command(allow_negative_numbers = true)]
     Roofline(RooflineArgs),
+    /// Rank deployments (GPU × tensor parallelism × weight format × engine × mechanisms) by cost
+    /// per million tokens at their simulated capacity under an SLO.
+    #[command(allow_negative_numbers = true)]
+    Plan(PlanArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Model from the catalog (default llama-3.1-8b; with --model-config: its name).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// A Hugging Face config.json describing the model's architecture.
+    #[arg(long, value_name = "PATH")]
+    pub model_config: Option<PathBuf>,
+    /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
+    #[arg(long, value_name = "FILE.toml")]
+    pub gpu_spec: Option<PathBuf>,
+    /// GPUs to consider, comma-separated (a100, h100, h200, b200, mi300x, l40s, or --gpu-spec's).
+    #[arg(long, value_name = "LIST", default_value = "h100")]
+    pub gpus: String,
+    /// Tensor-parallel sizes to consider, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "1")]
+    pub tp: String,
+    /// Weight formats to consider, comma-separated (bf16, fp8, fp4).
+    #[arg(long, value_name = "LIST", default_value = "bf16")]
+    pub dtype: String,
+    /// Engines whose defaults to consider, comma-separated (vllm, sglang, trtllm).
+    #[arg(long, value_name = "LIST", default_value = "vllm")]
+    pub engines: String,
+    /// Mechanism sets to consider, comma-separated: baseline (the engine's defaults), spec (a
+    /// draft model, k=4, acceptance 0.7), ngram (k=4, acceptance 0.5), disagg (one prefill and
+    /// one decode instance over NVLink), no-prefix-caching, prefill-first.
+    #[arg(long, value_name = "LIST", default_value = "baseline")]
+    pub mechanisms: String,
+    /// Workload and SLO preset: chat, enterprise, summarize, batch (explicit flags override it).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Hourly price per GPU, repeatable or comma-separated: h100=2.99/h (defaults: docs/plan.md).
+    #[arg(long, value_name = "GPU=PRICE/h")]
+    pub price: Vec<String>,
+    /// Purchase price per GPU, for the buy-vs-rent break-even: h100=30000.
+    #[arg(long, value_name = "GPU=PRICE")]
+    pub purchase: Vec<String>,
+    /// An owned GPU's running cost per hour (default: board power × 1.3 PUE × $0.12/kWh).
+    #[arg(long, value_name = "GPU=PRICE/h")]
+    pub running_cost: Vec<String>,
+    /// Requests per second the deployment must serve: how many GPUs each candidate needs.
+    #[arg(long, value_name = "R")]
+    pub target_rate: Option<f64>,
+    /// Most dollars per hour for the deployment serving --target-rate (others are marked over
+    /// budget).
+    #[arg(long, value_name = "DOLLARS")]
+    pub budget: Option<f64>,
+    /// Share of requests that must meet the SLO (default: the preset's, else 0.99).
+    #[arg(long, value_name = "F")]
+    pub attainment: Option<f64>,
+    /// Virtual seconds of arrivals per capacity step.
+    #[arg(long, value_name = "DURATION", default_value = "120s")]
+    pub step_time: String,
+    /// Stop the capacity search once the bracket is this narrow (a share of the rate).
+    #[arg(long, value_name = "F", default_value = "0.1")]
+    pub precision: f64,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub slo: SloArgs,
+    /// Write the plan (a result document with a `plan` section) here.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Seed of arrivals and lengths.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 #[derive(Args, Debug, Clone)]

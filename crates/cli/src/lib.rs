@@ -25,6 +25,7 @@ pub mod bench;
 pub mod capacity;
 pub mod output;
 pub mod plan;
+pub mod planner;
 pub mod roofline;
 pub mod run;
 pub mod serve;
@@ -68,8 +69,15 @@ pub fn main() -> i32 {
             args::Command::Sim(a) => sim::run(a).await,
             args::Command::Capacity(a) => capacity::run(a).await,
             args::Command::Roofline(a) => roofline::run(a),
+            // on rayon's threads, outside this runtime: each candidate runs its own simulation
+            args::Command::Plan(a) => planner::run(a),
         }
     });
+    exit_code(result)
+}
+
+/// The process's exit code for a command's result (printing the error, if any).
+fn exit_code(result: anyhow::Result<Outcome>) -> i32 {
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Failed) => 1,

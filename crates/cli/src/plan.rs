@@ -502,15 +502,21 @@ fn fraction(flag: &str, v: Option<f64>, default: f64) -> Result<f64, UsageError>
     }
 }
 
-/// The catalog model `model` (default llama-3.1-8b) or `--model-config`, on `--gpu`, with every
-/// engine flag applied and the configuration checked (it must fit in memory).
-pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, UsageError> {
+/// The built-in catalog, with `--gpu-spec`'s GPUs added.
+pub fn catalog(gpu_spec: Option<&std::path::Path>) -> Result<Catalog, UsageError> {
     let mut catalog = Catalog::builtin();
-    if let Some(p) = &a.gpu_spec {
+    if let Some(p) = gpu_spec {
         let text =
             std::fs::read_to_string(p).map_err(|e| usage("--gpu-spec", format!("cannot read {}: {e}", p.display())))?;
         catalog.add_gpu_file(&p.display().to_string(), &text).map_err(|e| usage("--gpu-spec", e))?;
     }
+    Ok(catalog)
+}
+
+/// The catalog model `model` (default llama-3.1-8b) or `--model-config`, on `--gpu`, with every
+/// engine flag applied and the configuration checked (it must fit in memory).
+pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, UsageError> {
+    let catalog = catalog(a.gpu_spec.as_deref())?;
     let arch = match &a.model_config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -742,7 +748,7 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
 /// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
 /// the token budget without chunked prefill, over the context, over the KV cache), naming the
 /// flag, instead of a run where all requests fail.
-fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), UsageError> {
+pub fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), UsageError> {
     if w.spec.source.kind != "synthetic" {
         return Ok(());
     }

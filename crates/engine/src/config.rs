@@ -55,6 +55,24 @@ impl Default for Efficiency {
     }
 }
 
+impl Efficiency {
+    /// A perfect GPU: every FLOP and byte at peak, nothing else (the roofline's floors).
+    pub fn peak() -> Self {
+        Efficiency {
+            mfu: 1.0,
+            mbu: 1.0,
+            step_overhead_s: 0.0,
+            seq_overhead_s: 0.0,
+            allreduce_latency_s: 0.0,
+            ingest_s: 0.0,
+            ingest_per_token_s: 0.0,
+            moe_gemm: 1.0,
+            fp4_mfu: 1.0,
+            fp4_mbu: 1.0,
+        }
+    }
+}
+
 /// How batches form.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -237,18 +237,7 @@ mod tests {
     fn model(name: &str, gpu: &str) -> (EngineConfig, Roofline) {
         let c = Catalog::builtin();
         let mut cfg = EngineConfig::new(c.model(name).unwrap().clone(), c.gpu(gpu).unwrap().clone());
-        cfg.efficiency = Efficiency {
-            mfu: 1.0,
-            mbu: 1.0,
-            step_overhead_s: 0.0,
-            seq_overhead_s: 0.0,
-            allreduce_latency_s: 0.0,
-            ingest_s: 0.0,
-            ingest_per_token_s: 0.0,
-            moe_gemm: 1.0,
-            fp4_mfu: 1.0,
-            fp4_mbu: 1.0,
-        };
+        cfg.efficiency = Efficiency::peak();
         let m = Roofline::new(&cfg);
         (cfg, m)
     }

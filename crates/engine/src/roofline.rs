@@ -194,22 +194,6 @@ pub struct RooflineReport {
     pub seed_band: IntensityBand,
 }
 
-/// Efficiencies of a perfect GPU: every FLOP and byte at peak, nothing else.
-fn peak_efficiency() -> Efficiency {
-    Efficiency {
-        mfu: 1.0,
-        mbu: 1.0,
-        step_overhead_s: 0.0,
-        seq_overhead_s: 0.0,
-        allreduce_latency_s: 0.0,
-        ingest_s: 0.0,
-        ingest_per_token_s: 0.0,
-        moe_gemm: 1.0,
-        fp4_mfu: 1.0,
-        fp4_mbu: 1.0,
-    }
-}
-
 /// The same configuration priced at peak and at its calibrated efficiencies.
 struct Models<'a> {
     cfg: &'a EngineConfig,
@@ -270,7 +254,7 @@ pub fn analyze(cfg: &EngineConfig, spec: &RooflineSpec) -> Result<RooflineReport
     spec.check(cfg)?;
     let memory = memory(cfg, spec.context)?;
     let mut at_peak = cfg.clone();
-    at_peak.efficiency = peak_efficiency();
+    at_peak.efficiency = Efficiency::peak();
     let models = Models { cfg, peak: Roofline::new(&at_peak), calibrated: Roofline::new(cfg) };
     let m = &cfg.model;
     let (mfu, mbu) = models.calibrated.efficiencies();

@@ -1,7 +1,7 @@
 //! Result documents rendered for people. Everything here reads only the result document
 //! (`goodput-results`): the console report of a run (latency table, throughputs and counts, the
 //! client's self-check, goodput, warnings, engine statistics), of a sweep and of a capacity
-//! search.
+//! search. [`roofline`] renders `goodput roofline`'s report: its console lines and its SVG.
 
 use std::fmt::Write;
 
@@ -9,6 +9,11 @@ use goodput_engine::EngineStats;
 use goodput_metrics::{ClientVerdict, Distribution, SloVerdict, Summary};
 use goodput_results::{CapacityPoint, CapacityReport, EnginePlan, Run, Target};
 use goodput_workload::{Arrivals, Load};
+
+pub mod planning;
+pub mod roofline;
+
+pub use planning::render_plan;
 
 fn cell(v: Option<f64>) -> String {
     match v {

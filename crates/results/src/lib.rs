@@ -14,6 +14,7 @@
 //! the tool writes against it. Bump [`SCHEMA_VERSION`] on any incompatible change.
 
 pub mod plan;
+pub mod planning;
 
 use std::path::Path;
 
@@ -188,6 +189,9 @@ pub struct ResultDoc {
     /// The answer of `goodput capacity`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityReport>,
+    /// The answer of `goodput plan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<planning::PlanReport>,
 }
 
 /// Why a result file could not be read, written or merged.
@@ -218,6 +222,7 @@ impl ResultDoc {
             interrupted,
             runs,
             capacity: None,
+            plan: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! Commands stay thin: plan → target → stages → render → write.
 
 pub mod capacity;
+pub mod planner;
 pub mod sweep;
 mod targets;
 
@@ -109,4 +110,6 @@ pub enum StageError {
     Engine(#[from] goodput_engine::EngineError),
     #[error(transparent)]
     Workload(#[from] goodput_workload::WorkloadError),
+    #[error("cannot start a runtime: {0}")]
+    Runtime(std::io::Error),
 }

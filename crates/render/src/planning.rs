@@ -1,0 +1,137 @@
+//! The console form of a plan (`goodput plan`): the ranked candidates with their capacity, cost
+//! and reason, the cost-vs-latency Pareto front, and what the search took.
+
+use std::fmt::Write as _;
+
+use goodput_results::planning::{PlanCandidate, PlanReport};
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// `h100 ×2 fp8 vllm baseline`.
+fn name(c: &PlanCandidate) -> String {
+    let mech = if c.mechanisms == "baseline" { String::new() } else { format!(" +{}", c.mechanisms) };
+    format!("{}×{} tp{} {} {}{mech}", c.gpus, c.gpu, c.tp, c.dtype.name(), c.engine)
+}
+
+/// The ranked table, the Pareto front and the notes.
+pub fn render_plan(r: &PlanReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "goodput plan · {} · {}{} · SLO {} for {:.0}% of requests · {} candidates in {:.1} s\n",
+        r.model,
+        r.workload,
+        r.preset.as_ref().map_or(String::new(), |p| format!(" (preset {p})")),
+        r.slo,
+        r.attainment_target * 100.0,
+        r.candidates.len(),
+        r.elapsed_s
+    );
+    let target = r.target_rate.is_some();
+    let _ = writeln!(
+        o,
+        "  {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}{}",
+        "#",
+        "deployment",
+        "req/s",
+        "req/s/GPU",
+        "out tok/s",
+        "p99 TTFT",
+        "p99 TPOT",
+        "$/GPU-h",
+        "$/M out",
+        if target { format!(" {:>11}", "GPUs·$/h") } else { String::new() }
+    );
+    let pareto = |i: usize| r.pareto.contains(&i);
+    for (i, c) in r.candidates.iter().enumerate() {
+        let rank = if c.capacity.is_some() { format!("{}", i + 1) } else { "-".into() };
+        let for_target = match (c.gpus_for_target, c.cost_per_hour_for_target) {
+            (Some(g), Some(d)) => format!(" {:>11}", format!("{g}·{d:.0}")),
+            _ if target => format!(" {:>11}", "-"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "{} {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}{for_target}",
+            if pareto(i) { "*" } else { " " },
+            rank,
+            name(c),
+            opt(c.capacity, 2),
+            opt(c.capacity_per_gpu, 2),
+            opt(c.output_tokens_per_s, 0),
+            opt(c.ttft_p99_ms, 0),
+            opt(c.tpot_p99_ms, 1),
+            opt(c.price_per_gpu_hour, 2),
+            opt(c.cost_per_m_output, 3),
+        );
+        let _ = writeln!(o, "        {}", c.reason);
+        if let Some(h) = c.break_even_hours {
+            let _ = writeln!(o, "        buying breaks even with renting after {h:.0} hours of use");
+        }
+    }
+    let _ =
+        writeln!(o, "\n  * on the Pareto front of cost per million output tokens against p99 TTFT + TPOT at capacity");
+    let _ = writeln!(
+        o,
+        "  capacity: the highest Poisson rate (simulated) at which the SLO holds for the target share; \
+         costs at that rate, per GPU-hour prices (--price; defaults in docs/plan.md)"
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_engine::Dtype;
+
+    fn candidate(capacity: Option<f64>) -> PlanCandidate {
+        PlanCandidate {
+            gpu: "h100".into(),
+            tp: 2,
+            dtype: Dtype::Fp8,
+            engine: "vllm".into(),
+            mechanisms: "spec".into(),
+            gpus: 2,
+            fits: true,
+            capacity,
+            capacity_per_gpu: capacity.map(|c| c / 2.0),
+            output_tokens_per_s: Some(5000.0),
+            total_tokens_per_s: Some(9000.0),
+            ttft_p99_ms: Some(150.0),
+            tpot_p99_ms: Some(30.0),
+            binding: Some("ttft<=200ms".into()),
+            bound: Some("memory".into()),
+            price_per_gpu_hour: Some(3.99),
+            cost_per_m_output: Some(0.443),
+            cost_per_m_total: Some(0.246),
+            replicas_for_target: None,
+            gpus_for_target: None,
+            cost_per_hour_for_target: None,
+            break_even_hours: Some(7713.0),
+            reason: "capacity 12.00 req/s".into(),
+        }
+    }
+
+    #[test]
+    fn ranked_rows_with_reasons_and_the_front() {
+        let r = PlanReport {
+            model: "llama-3.1-70b".into(),
+            preset: Some("chat".into()),
+            workload: "input 512 tokens, output 128".into(),
+            slo: "TTFT ≤ 200 ms".into(),
+            attainment_target: 0.99,
+            target_rate: None,
+            budget_per_hour: None,
+            candidates: vec![candidate(Some(12.0)), candidate(None)],
+            pareto: vec![0],
+            elapsed_s: 1.5,
+        };
+        let text = render_plan(&r);
+        assert!(text.contains("2×h100 tp2 fp8 vllm +spec"), "{text}");
+        assert!(text.contains("*   1"), "{text}");
+        assert!(text.contains("  -  2×h100"), "{text}");
+        assert!(text.contains("capacity 12.00 req/s") && text.contains("7713 hours"), "{text}");
+    }
+}

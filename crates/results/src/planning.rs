@@ -1,0 +1,94 @@
+//! The answer of `goodput plan`: every candidate deployment (GPU, tensor parallelism, weight
+//! format, engine, mechanisms) with its simulated capacity under the SLO, its cost per million
+//! tokens at an hourly price, and why it ranked where it did. Part of the result document
+//! ([`crate::ResultDoc::plan`]) so reports can draw it.
+
+use goodput_engine::Dtype;
+use serde::{Deserialize, Serialize};
+
+/// A ranked plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    pub model: String,
+    /// The workload preset (`chat`, `enterprise`, `summarize`, `batch`), when one was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The workload in words (lengths, shared prefixes).
+    pub workload: String,
+    /// The SLO every candidate's capacity is searched under.
+    pub slo: String,
+    pub attainment_target: f64,
+    /// Requests per second the deployment must serve (`--target-rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// Most dollars per hour the deployment serving the target rate may cost (`--budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_per_hour: Option<f64>,
+    /// Ranked: the best first (cheapest per million output tokens that meets the SLO; without
+    /// prices, the most goodput per GPU); candidates that cannot serve last.
+    pub candidates: Vec<PlanCandidate>,
+    /// Indices into `candidates` of the cost-vs-p99-latency Pareto front (cheaper or faster
+    /// than every other), cheapest first.
+    pub pareto: Vec<usize>,
+    /// Seconds the search took (wall).
+    pub elapsed_s: f64,
+}
+
+/// One candidate deployment and what the simulation said of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanCandidate {
+    pub gpu: String,
+    pub tp: u32,
+    pub dtype: Dtype,
+    /// The engine whose defaults apply (`vllm`, `sglang`, `trtllm`).
+    pub engine: String,
+    /// The mechanism set (`baseline`, `spec`, `ngram`, `disagg`, …).
+    pub mechanisms: String,
+    /// GPUs one deployment of it takes.
+    pub gpus: u32,
+    /// It fits in memory (weights and at least some KV).
+    pub fits: bool,
+    /// Highest Poisson rate meeting the SLO at the attainment target, req/s; `None` when it does
+    /// not fit or meets the SLO at no rate tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_per_gpu: Option<f64>,
+    /// Output and total (input + output) tokens per second at that rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens_per_s: Option<f64>,
+    /// p99 TTFT and TPOT at capacity, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_p99_ms: Option<f64>,
+    /// The SLO predicate that failed first above capacity (lowest pass rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// Which roofline bound most iterations hit at capacity: `compute` or `memory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
+    /// Hourly price per GPU used, $; `None`: unknown (pass --price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_gpu_hour: Option<f64>,
+    /// $ per million output tokens, and per million tokens in and out, at capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_m_output: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_m_total: Option<f64>,
+    /// Deployments of it needed for the target rate, their GPUs, and their cost per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_for_target: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_for_target: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour_for_target: Option<f64>,
+    /// Hours of use after which buying a GPU costs less than renting it: purchase ÷ (hourly
+    /// rent − own running cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub break_even_hours: Option<f64>,
+    /// Why it ranked where it did, in a line.
+    pub reason: String,
+}

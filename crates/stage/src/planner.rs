@@ -1,0 +1,176 @@
+//! The planner's library half: one candidate deployment's capacity under an SLO in virtual time
+//! ([`evaluate`]), and the money: cost per million tokens, deployments for a target rate,
+//! buy-vs-rent break-even, and the cost-vs-latency Pareto front. The command (`goodput plan`)
+//! enumerates candidates, runs [`evaluate`] on every core and ranks what comes back.
+
+use goodput_results::plan::{EnginePlan, RunPlan};
+use goodput_results::{CapacityReport, Run};
+
+use crate::capacity::{CapacityOptions, search};
+use crate::{Control, Resources, SimTarget, StageError};
+
+/// One candidate's capacity search, and the figures at its capacity.
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    pub report: CapacityReport,
+    /// The step run at the capacity rate (`None` when no rate met the SLO).
+    pub at_capacity: Option<AtCapacity>,
+    /// The SLO predicate with the lowest pass rate in the first step above capacity (or in the
+    /// first step, when none passed).
+    pub binding: Option<String>,
+}
+
+/// What the step at the capacity rate measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AtCapacity {
+    pub output_tokens_per_s: f64,
+    pub total_tokens_per_s: f64,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    /// Share of the engine's iterations that were compute-bound.
+    pub compute_share: f64,
+}
+
+/// Runs the capacity search for `engine` on `plan` (its workload and SLO) in virtual time, on
+/// the calling thread.
+pub fn evaluate(
+    engine: EnginePlan,
+    plan: &RunPlan,
+    res: &Resources,
+    o: &CapacityOptions,
+) -> Result<Evaluation, StageError> {
+    let rt = tokio::runtime::Builder::new_current_thread().build().map_err(StageError::Runtime)?;
+    let mut target = SimTarget { engine, res: res.clone() };
+    let found = rt.block_on(search(&mut target, plan, o, |_, _| Control::quiet(), |_| {}))?;
+    let rate = found.report.rate;
+    let step = |r: &Run| r.name.as_deref().and_then(|n| n.strip_prefix("rate@")).and_then(|x| x.parse::<f64>().ok());
+    let at_capacity =
+        rate.and_then(|c| found.runs.iter().rev().find(|r| step(r).is_some_and(|x| (x - c).abs() < 5e-4)));
+    let above = found
+        .runs
+        .iter()
+        .filter(|r| step(r).is_some_and(|x| rate.is_none_or(|c| x > c + 5e-4)))
+        .min_by(|a, b| step(a).unwrap_or(0.0).total_cmp(&step(b).unwrap_or(0.0)));
+    let binding = above.and_then(|r| r.summary.slo.as_ref()).and_then(|s| s.binding.clone());
+    Ok(Evaluation {
+        at_capacity: at_capacity.map(|r| AtCapacity {
+            output_tokens_per_s: r.summary.output_throughput,
+            total_tokens_per_s: r.summary.total_throughput,
+            ttft_p99_ms: r.summary.ttft_ms.p99,
+            tpot_p99_ms: r.summary.tpot_ms.p99,
+            compute_share: r.engine_stats.as_ref().map_or(0.0, |s| s.compute_bound_share()),
+        }),
+        report: found.report,
+        binding,
+    })
+}
+
+/// Dollars per million tokens from a deployment's price per hour and its tokens per second.
+pub fn cost_per_million(dollars_per_hour: f64, tokens_per_s: f64) -> Option<f64> {
+    (tokens_per_s > 0.0).then(|| dollars_per_hour / (tokens_per_s * 3600.0) * 1e6)
+}
+
+/// Deployments needed to serve `target` req/s when one serves `capacity`.
+pub fn deployments_for(target: f64, capacity: f64) -> Option<u32> {
+    (capacity > 0.0 && target > 0.0).then(|| (target / capacity - 1e-9).ceil().max(1.0) as u32)
+}
+
+/// Hours after which buying a GPU at `purchase` costs less than renting it at `rent` per hour,
+/// when owning it costs `running` per hour: purchase ÷ (rent − running); `None` when renting is
+/// never dearer.
+pub fn break_even_hours(purchase: f64, rent: f64, running: f64) -> Option<f64> {
+    (rent > running).then(|| purchase / (rent - running))
+}
+
+/// The Pareto front of `(cost, latency)` points (lower is better in both): indices of the
+/// points no other point beats in both, cheapest first.
+pub fn pareto(points: &[(usize, f64, f64)]) -> Vec<usize> {
+    let mut sorted: Vec<&(usize, f64, f64)> = points.iter().collect();
+    sorted.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.2.total_cmp(&b.2)));
+    let mut front = Vec::new();
+    let mut best = f64::INFINITY;
+    for &&(i, _, latency) in &sorted {
+        if latency < best {
+            front.push(i);
+            best = latency;
+        }
+    }
+    front
+}
+
+/// Default rental prices, $ per GPU-hour, on demand, with where each comes from (the dates the
+/// sources were read; docs/plan.md has the table and the alternatives). Never fetched: pass
+/// `--price GPU=DOLLARS/h` for your own.
+pub const DEFAULT_PRICES: &[(&str, f64, &str)] = &[
+    ("h100", 3.99, "Lambda 8x H100 SXM, RunPod Secure, Together AI average (Sep-Nov 2026)"),
+    ("h200", 4.59, "RunPod H200 (2026-10-07)"),
+    ("b200", 6.69, "Lambda 8x B200 SXM6 (2026-09-20)"),
+    ("mi300x", 2.59, "DigitalOcean gpu-mi300x1-192gb (2026-10-07)"),
+    ("a100", 1.79, "RunPod Secure A100 80GB SXM (2026-11-09)"),
+    ("l40s", 2.25, "CoreWeave 8x L40S / 8 (Feb 2026)"),
+];
+
+/// Board power, watts, for the running cost of an owned GPU.
+pub const BOARD_POWER_W: &[(&str, f64)] =
+    &[("h100", 700.0), ("h200", 700.0), ("b200", 1000.0), ("mi300x", 750.0), ("a100", 400.0), ("l40s", 350.0)];
+
+/// Electricity for an owned GPU: $ per kWh, and the data centre's power usage effectiveness.
+pub const POWER_PRICE_PER_KWH: f64 = 0.12;
+pub const PUE: f64 = 1.3;
+
+/// An owned GPU's running cost per hour: board power × PUE × electricity price.
+pub fn running_cost_per_hour(gpu: &str) -> Option<f64> {
+    BOARD_POWER_W.iter().find(|(g, _)| *g == gpu).map(|(_, w)| w / 1000.0 * PUE * POWER_PRICE_PER_KWH)
+}
+
+/// The default price of a catalog GPU.
+pub fn default_price(gpu: &str) -> Option<f64> {
+    DEFAULT_PRICES.iter().find(|(g, _, _)| *g == gpu).map(|(_, p, _)| *p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_per_million_tokens_by_hand() {
+        // 2 GPUs at $3.99/h = $7.98/h; 5,000 tok/s = 18M tok/h: $0.4433 per million
+        let c = cost_per_million(2.0 * 3.99, 5000.0).unwrap();
+        assert!((c - 7.98 / 18.0).abs() < 1e-12, "{c}");
+        assert_eq!(cost_per_million(3.99, 0.0), None);
+    }
+
+    #[test]
+    fn deployments_for_a_target_rate() {
+        assert_eq!(deployments_for(10.0, 4.0), Some(3));
+        assert_eq!(deployments_for(8.0, 4.0), Some(2), "exactly two");
+        assert_eq!(deployments_for(0.5, 4.0), Some(1));
+        assert_eq!(deployments_for(1.0, 0.0), None);
+    }
+
+    #[test]
+    fn break_even_by_hand() {
+        // $15,000 ÷ ($1.99/h − $0.33/h) = 9,036 h
+        let h = break_even_hours(15_000.0, 1.99, 0.33).unwrap();
+        assert!((h - 15_000.0 / 1.66).abs() < 1e-9);
+        assert_eq!(break_even_hours(15_000.0, 0.2, 0.33), None);
+        // an H100's own running cost: 0.7 kW × 1.3 × $0.12 = $0.1092/h
+        assert!((running_cost_per_hour("h100").unwrap() - 0.1092).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pareto_front_keeps_what_nothing_beats() {
+        // (index, cost, latency): 1 is beaten by 0 in both; 3 by 2
+        let pts = [(0, 1.0, 100.0), (1, 2.0, 150.0), (2, 3.0, 50.0), (3, 4.0, 60.0), (4, 0.5, 300.0)];
+        assert_eq!(pareto(&pts), vec![4, 0, 2]);
+        assert_eq!(pareto(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn every_catalog_gpu_has_a_default_price_and_power() {
+        for (g, p, source) in DEFAULT_PRICES {
+            assert!(*p > 0.0 && !source.is_empty());
+            assert!(running_cost_per_hour(g).is_some(), "{g}");
+        }
+    }
+}
