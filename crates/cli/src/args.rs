@@ -60,6 +60,92 @@ pub enum Command {
     /// per million tokens at their simulated capacity under an SLO.
     #[command(allow_negative_numbers = true)]
     Plan(PlanArgs),
+    /// Compare result files against the first (the baseline): the main metrics' deltas and
+    /// whether each is significant; runs of different workloads are refused unless --force.
+    Compare(CompareArgs),
+    /// A CI gate: exit 1 when RESULTS regressed past a bound against --baseline (one line per
+    /// violated bound), 0 when every bound holds, 2 for bad usage.
+    Check(CheckArgs),
+    /// Render a result file: the console report, and on request a self-contained HTML report
+    /// with charts, a CSV of every request and a CSV of each run's summary.
+    Report(ReportArgs),
+    /// Import another tool's results (vLLM `bench serve --save-result` JSON, GuideLLM report JSON,
+    /// AIPerf `profile_export` JSONL or JSON) as a goodput result document, for report, compare
+    /// and check; what the file does not hold is left empty and noted, never guessed.
+    Import(ImportArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// The other tool's result file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The tool that wrote it: vllm, guidellm or aiperf (default: recognized from its fields).
+    #[arg(long, value_name = "TOOL")]
+    pub from: Option<String>,
+    /// Where to write the goodput result document.
+    #[arg(long, value_name = "FILE.json")]
+    pub out: PathBuf,
+    /// An SLO to evaluate over the imported requests (the tools' own SLOs are not in their files).
+    #[command(flatten)]
+    pub slo: SloArgs,
+    /// No console report.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A result document (`--out` of bench, sim, capacity or plan).
+    #[arg(value_name = "RESULTS.json")]
+    pub file: PathBuf,
+    /// Write a self-contained HTML report (inline SVG charts; loads nothing, opens offline).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+    /// Write one CSV row per request (every scalar field of the record, and its latencies).
+    #[arg(long, value_name = "FILE.csv")]
+    pub csv: Option<PathBuf>,
+    /// Write one CSV row per run with its summary.
+    #[arg(long, value_name = "FILE.csv")]
+    pub summary_csv: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Result files (`--out` of bench, sim, …); the first is the baseline. A file with several
+    /// runs of one workload counts as repeats (run-to-run noise for throughputs).
+    #[arg(value_name = "RESULTS.json", num_args = 2.., required = true)]
+    pub files: Vec<PathBuf>,
+    /// Compare even when the workloads differ (the differing fields are listed).
+    #[arg(long)]
+    pub force: bool,
+    /// Write the comparison data as JSON (`"kind": "comparison"`).
+    #[arg(long, value_name = "FILE.json")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// The result file under test.
+    #[arg(value_name = "RESULTS.json")]
+    pub results: PathBuf,
+    /// The result file it must not regress against.
+    #[arg(long, value_name = "BASE.json")]
+    pub baseline: PathBuf,
+    /// Bounds, comma-separated: `p99(ttft)=10%,output_throughput=-5%,attainment=-1pt,p50(tpot)=+2ms`
+    /// (the worse direction comes from the metric: latencies up, throughputs and attainment down).
+    #[arg(long, value_name = "BOUNDS", allow_hyphen_values = true)]
+    pub max_regress: Option<String>,
+    /// Bounds from a file: one or more per line, `#` comments.
+    #[arg(long, value_name = "FILE")]
+    pub bounds_file: Option<PathBuf>,
+    /// Fail a bound only when its regression is significant (95% interval of the difference
+    /// excludes 0).
+    #[arg(long)]
+    pub require_significant: bool,
+    /// Check even when the workloads differ.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -125,6 +211,9 @@ pub struct PlanArgs {
     /// Write the plan (a result document with a `plan` section) here.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
+    /// Write the plan as a self-contained HTML report (cost vs p99 latency chart) here.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -141,7 +230,8 @@ pub struct RooflineArgs {
     /// A Hugging Face config.json describing the model's architecture (instead of a catalog name).
     #[arg(long, value_name = "PATH")]
     pub model_config: Option<PathBuf>,
-    /// GPU: a100, h100, h200, b200, mi300x, l40s, or one from --gpu-spec.
+    /// GPU: a100, h100, h200, b200, mi300x, l40s, rtx5090, m2-ultra, or one from
+    /// --gpu-spec.
     #[arg(long, value_name = "NAME")]
     pub gpu: String,
     /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
@@ -208,7 +298,8 @@ pub struct EngineArgs {
     /// them.
     #[arg(long = "engine", value_name = "NAME")]
     pub preset: Option<String>,
-    /// GPU: a100, h100, h200, b200, mi300x, l40s, or one from --gpu-spec.
+    /// GPU: a100, h100, h200, b200, mi300x, l40s, rtx5090, m2-ultra, or one from
+    /// --gpu-spec.
     #[arg(long, value_name = "NAME")]
     pub gpu: Option<String>,
     /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
@@ -262,6 +353,10 @@ pub struct EngineArgs {
     /// The longest sequence served, prompt plus output (default: the model's context).
     #[arg(long, value_name = "N")]
     pub max_model_len: Option<u64>,
+    /// Weights to keep in host memory per GPU, GB (vLLM's --cpu-offload-gb): a model larger than
+    /// the GPU runs, streaming them over the host link (PCIe) at every step.
+    #[arg(long, value_name = "GB")]
+    pub cpu_offload_gb: Option<f64>,
     /// Prefix caching: keep computed KV blocks by content and reuse them for requests sharing a
     /// prefix: on or off (default: the preset's; vLLM V1 on). Alone, the flag means on.
     #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on")]
@@ -588,6 +683,10 @@ pub struct OutputArgs {
     /// Write the result document here (and each record, as it finishes, to STEM.requests.jsonl).
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
+
+    /// Write a self-contained HTML report of the results (charts; opens offline) here.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
 
     /// No progress bar.
     #[arg(long, short)]

@@ -7,9 +7,9 @@ use goodput_workload::Profile;
 
 use crate::Outcome;
 use crate::args::{BenchArgs, CapacityArgs, SimArgs};
-use crate::output::write_doc;
+use crate::output::{result_doc, write_doc, write_html};
 use crate::plan::{self, Planned, UsageError, parse_duration};
-use crate::run::{control, interrupt_on_ctrl_c, target};
+use crate::run::{control, interrupt_on_ctrl_c, source_name, target};
 
 fn usage(flag: &str, m: &str) -> anyhow::Error {
     UsageError(format!("{flag}: {m}")).into()
@@ -121,6 +121,9 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
     )
     .await?;
     say!("{}", goodput_render::render_capacity(&found.report));
+    if let Some(path) = &p.html {
+        write_html(path, &result_doc(found.runs.clone(), Some(found.report.clone())), &source_name(&p, "capacity"))?;
+    }
     if let Some(path) = &p.plan.output.out {
         write_doc(path, found.runs, Some(found.report))?;
         say!("  results      {}\n", path.display());

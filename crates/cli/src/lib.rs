@@ -23,9 +23,13 @@ macro_rules! warn {
 pub mod args;
 pub mod bench;
 pub mod capacity;
+pub mod check;
+pub mod compare;
+pub mod import;
 pub mod output;
 pub mod plan;
 pub mod planner;
+pub mod report;
 pub mod roofline;
 pub mod run;
 pub mod serve;
@@ -71,6 +75,10 @@ pub fn main() -> i32 {
             args::Command::Roofline(a) => roofline::run(a),
             // on rayon's threads, outside this runtime: each candidate runs its own simulation
             args::Command::Plan(a) => planner::run(a),
+            args::Command::Compare(a) => compare::run(a),
+            args::Command::Check(a) => check::run(a),
+            args::Command::Report(a) => report::run(a),
+            args::Command::Import(a) => import::run(a),
         }
     });
     exit_code(result)

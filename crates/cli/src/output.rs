@@ -148,12 +148,33 @@ impl Observer for LiveLog {
     }
 }
 
-/// Writes the result document.
-pub fn write_doc(path: &Path, runs: Vec<Run>, capacity: Option<CapacityReport>) -> anyhow::Result<()> {
+/// The result document of a command's runs.
+pub fn result_doc(runs: Vec<Run>, capacity: Option<CapacityReport>) -> ResultDoc {
     let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), runs);
     doc.capacity = capacity;
-    doc.write(path)?;
+    doc
+}
+
+/// Writes the result document.
+pub fn write_doc(path: &Path, runs: Vec<Run>, capacity: Option<CapacityReport>) -> anyhow::Result<()> {
+    result_doc(runs, capacity).write(path)?;
     Ok(())
+}
+
+/// Writes the HTML report of a document (`source` names it in the page's title) and says where.
+pub fn write_html(path: &Path, doc: &ResultDoc, source: &str) -> anyhow::Result<()> {
+    write_file(path, goodput_render::html_report(doc, source).as_bytes())?;
+    say!("  report       {}\n", path.display());
+    Ok(())
+}
+
+/// Writes a file whole: to a temporary name beside it first, so a failure never leaves half of
+/// one.
+pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A simulated schedule: when each request arrived and its lengths (the simulator has no text;

@@ -421,6 +421,12 @@ fn output_plan(a: &OutputArgs) -> Result<OutputPlan, UsageError> {
     if let Some(p) = &a.out {
         writable("--out", p)?;
     }
+    if let Some(h) = &a.html {
+        writable("--html", h)?;
+        if a.out.as_ref().is_some_and(|o| same_file(o, h)) {
+            return Err(usage("--html", "must differ from --out"));
+        }
+    }
     Ok(OutputPlan { out: a.out.clone(), percentiles: a.percentiles })
 }
 
@@ -562,6 +568,7 @@ fn sizes(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
         fraction("--gpu-memory-utilization", a.gpu_memory_utilization, c.gpu_memory_utilization)?;
     c.block_size = a.block_size.unwrap_or(c.block_size);
     c.max_model_len = a.max_model_len;
+    c.cpu_offload_gb = a.cpu_offload_gb.unwrap_or(0.0);
     if a.max_waiting == Some(0) {
         return Err(usage("--max-waiting", "must be at least 1"));
     }
@@ -683,6 +690,14 @@ pub struct Planned {
     pub ca_pem: Option<Vec<u8>>,
     /// No progress bar (`-q`).
     pub quiet: bool,
+    /// `--html`: the HTML report written after the run (not part of the run's plan).
+    pub html: Option<std::path::PathBuf>,
+}
+
+/// Whether two paths name one file (compared as absolute paths).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    abs(a) == abs(b)
 }
 
 /// A validated `goodput bench`.
@@ -742,7 +757,7 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         slo: slo_plan(&a.slo)?,
         output,
     };
-    Ok(Planned { plan, res, ca_pem, quiet: a.output.quiet })
+    Ok(Planned { plan, res, ca_pem, quiet: a.output.quiet, html: a.output.html.clone() })
 }
 
 /// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
@@ -804,7 +819,7 @@ pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
         slo: slo_plan(&a.slo)?,
         output,
     };
-    Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet })
+    Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet, html: a.output.html.clone() })
 }
 
 #[cfg(test)]

@@ -105,6 +105,7 @@ struct Planned {
     target_rate: Option<f64>,
     budget: Option<f64>,
     out: Option<PathBuf>,
+    html: Option<PathBuf>,
     quiet: bool,
 }
 
@@ -222,19 +223,7 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
     if sim.slo.slo.is_empty() && sim.slo.slo_preset.is_empty() {
         return Err(usage("--slo", "plan needs an SLO (--slo, --slo-preset or --preset)"));
     }
-    let mut candidates = Vec::new();
-    for gpu in &gpus {
-        for &tp in &tps {
-            for &dtype in &dtypes {
-                for engine in &engines {
-                    for m in &mechanisms {
-                        let (gpu, engine, mechanisms) = (gpu.clone(), engine.clone(), m.clone());
-                        candidates.push(Candidate { gpu, tp, dtype, engine, mechanisms });
-                    }
-                }
-            }
-        }
-    }
+    let candidates = enumerate(&gpus, &tps, &dtypes, &engines, &mechanisms);
     // the workload, SLO and load every candidate shares, planned with the first that fits
     let mut base = Err(usage("--gpus", "no candidate fits"));
     for c in &candidates {
@@ -244,6 +233,12 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         }
     }
     let base = base.map_err(|e| usage("--gpus", format!("no candidate fits; the first: {}", e.0)))?;
+    if let Some(h) = &a.html {
+        plan::writable("--html", h)?;
+        if a.out.as_ref().is_some_and(|o| plan::same_file(o, h)) {
+            return Err(usage("--html", "must differ from --out"));
+        }
+    }
     Ok(Planned {
         capacity: CapacityOptions {
             attainment,
@@ -266,8 +261,33 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         target_rate: a.target_rate,
         budget: a.budget,
         out: a.out.clone(),
+        html: a.html.clone(),
         quiet: a.quiet,
     })
+}
+
+/// Every combination of the dimensions, in the order given.
+fn enumerate(
+    gpus: &[String],
+    tps: &[u32],
+    dtypes: &[Dtype],
+    engines: &[String],
+    mechanisms: &[String],
+) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for gpu in gpus {
+        for &tp in tps {
+            for &dtype in dtypes {
+                for engine in engines {
+                    for m in mechanisms {
+                        let (gpu, engine, mechanisms) = (gpu.clone(), engine.clone(), m.clone());
+                        out.push(Candidate { gpu, tp, dtype, engine, mechanisms });
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A candidate's engine flags: the GPU, TP, format and engine, and its mechanism set.
@@ -349,7 +369,7 @@ fn row(p: &Planned, c: &Candidate, o: Outcome1) -> PlanCandidate {
     }
     let (engine, ev) = match o {
         Outcome1::Unfit(why) => {
-            r.reason = format!("does not fit: {why}");
+            r.reason = format!("cannot run: {why}");
             return r;
         }
         Outcome1::Failed(why) => {
@@ -480,11 +500,15 @@ pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
         elapsed_s: started.elapsed().as_secs_f64(),
     };
     say!("{}", goodput_render::render_plan(&report));
+    let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), Vec::new());
+    doc.plan = Some(report.clone());
     if let Some(path) = &p.out {
-        let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), Vec::new());
-        doc.plan = Some(report.clone());
         doc.write(path)?;
         say!("  results      {}\n", path.display());
+    }
+    if let Some(path) = &p.html {
+        let source = p.out.as_deref().and_then(|o| o.file_name()).map(|n| n.to_string_lossy().into_owned());
+        crate::output::write_html(path, &doc, source.as_deref().unwrap_or("goodput plan"))?;
     }
     Ok(if report.candidates.iter().any(|c| c.capacity.is_some()) { Outcome::Ok } else { Outcome::Failed })
 }

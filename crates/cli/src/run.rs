@@ -12,7 +12,7 @@ use goodput_results::plan::TargetPlan;
 use goodput_stage::{AnyTarget, Control, EmbeddedTarget, SimTarget, Stage, UrlTarget, sweep};
 
 use crate::Outcome;
-use crate::output::{LiveLog, export_schedule, write_doc};
+use crate::output::{LiveLog, export_schedule, result_doc, write_doc, write_html};
 use crate::plan::{Planned, jsonl_path};
 
 /// Ctrl-C: stop sending, let in-flight requests finish within the grace period, keep results;
@@ -135,7 +135,21 @@ pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> any
         let jsonl = if measured { jsonl_path(&p.plan.output) } else { None };
         say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
     }
+    if let Some(path) = &p.html {
+        write_html(path, &result_doc(runs.clone(), None), &source_name(p, command))?;
+    }
     Ok(outcome(&runs))
+}
+
+/// What an HTML report of a command's results is called in its title: the result file's name,
+/// else the command.
+pub fn source_name(p: &Planned, command: &str) -> String {
+    p.plan
+        .output
+        .out
+        .as_deref()
+        .and_then(|o| o.file_name())
+        .map_or_else(|| format!("goodput {command}"), |n| n.to_string_lossy().into_owned())
 }
 
 /// Why a run stopped before its plan's end, when it did.

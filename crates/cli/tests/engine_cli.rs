@@ -26,7 +26,7 @@ fn impossible_engines_and_unknown_names_exit_2() {
     let o = run(&["bench", "--gpu", "tpu-v9"], Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o.stderr);
-    assert!(e.contains("tpu-v9") && e.contains("a100, b200, h100, h200, l40s, mi300x"), "{e}");
+    assert!(e.contains("tpu-v9") && e.contains("a100, b200, h100, h200, l40s, m2-ultra, mi300x, rtx5090"), "{e}");
     let o = run(&["serve", "--model", "gpt-5"], Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("llama-3.1-8b"));

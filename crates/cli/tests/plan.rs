@@ -58,7 +58,7 @@ fn a_small_plan_ranks_prices_and_explains() {
     let unfit: Vec<_> = c.iter().filter(|x| x["fits"] == false).collect();
     assert_eq!(unfit.len(), 1, "{plan}");
     assert_eq!((unfit[0]["gpu"].as_str(), unfit[0]["tp"].as_u64()), (Some("h100"), Some(1)));
-    assert!(unfit[0]["reason"].as_str().unwrap().starts_with("does not fit"), "{}", unfit[0]["reason"]);
+    assert!(unfit[0]["reason"].as_str().unwrap().starts_with("cannot run: llama-3.1-70b"), "{}", unfit[0]["reason"]);
     assert_eq!(c.last().unwrap()["fits"], false);
     // the others serve, ranked by cost per million output tokens, each priced and explained
     let serving: Vec<_> = c.iter().filter(|x| x["capacity"].is_number()).collect();

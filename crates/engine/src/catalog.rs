@@ -67,7 +67,14 @@ pub struct Gpu {
     /// Optional rental price, $ per GPU-hour (for cost per million tokens).
     #[serde(default)]
     pub price_per_hour: Option<f64>,
+    /// Bandwidth to host memory, GB/s per direction (PCIe), for weights offloaded to the host
+    /// (`--cpu-offload-gb`); [`DEFAULT_HOST_LINK_GBS`] when not given.
+    #[serde(default)]
+    pub host_link_gbs: Option<f64>,
 }
+
+/// PCIe 4.0 x16, one direction: the host link assumed when a GPU does not name its own.
+pub const DEFAULT_HOST_LINK_GBS: f64 = 31.5;
 
 impl Gpu {
     /// Peak FLOP/s when computing in `d` (falls back to the next wider format the GPU supports).
@@ -82,6 +89,11 @@ impl Gpu {
     pub fn bandwidth(&self) -> f64 {
         self.bandwidth_tbs * 1e12
     }
+    /// Bytes per second to host memory.
+    pub fn host_link(&self) -> f64 {
+        self.host_link_gbs.unwrap_or(DEFAULT_HOST_LINK_GBS) * 1e9
+    }
+
     pub fn memory_bytes(&self) -> f64 {
         self.memory_gb * 1e9
     }
@@ -372,7 +384,7 @@ mod tests {
         assert!((h100.ridge_point(Dtype::Bf16) - 295.3).abs() < 0.5);
         assert!((c.gpu("a100").unwrap().ridge_point(Dtype::Bf16) - 153.0).abs() < 0.5);
         assert_eq!(c.gpu("A100").unwrap().peak_flops(Dtype::Fp8), 312e12, "no FP8: falls back to BF16");
-        assert_eq!(c.gpus.len(), 6);
+        assert_eq!(c.gpus.len(), 8, "six data-centre GPUs, a consumer card and a workstation");
         let e = c.gpu("tpu").unwrap_err().to_string();
         assert!(e.contains("a100") && e.contains("l40s"), "{e}");
         assert!(c.model("gpt-5").unwrap_err().to_string().contains("llama-3.1-8b"));

@@ -277,6 +277,14 @@ pub struct EngineConfig {
     /// Prefill and decode pools instead of replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<crate::cluster::Disaggregation>,
+    /// Weights kept in host memory per GPU, GB (vLLM's `--cpu-offload-gb`): every forward pass
+    /// streams them over the host link.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_offload_gb: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 fn one() -> u32 {
@@ -311,6 +319,7 @@ impl EngineConfig {
             replicas: 1,
             router: crate::cluster::Router::RoundRobin,
             disaggregation: None,
+            cpu_offload_gb: 0.0,
         }
     }
 
@@ -339,6 +348,13 @@ impl EngineConfig {
         }
         if self.kv_alloc == KvAlloc::Prealloc {
             m.push(format!("pre-allocated KV ({})", self.prealloc.name()));
+        }
+        if self.cpu_offload_gb > 0.0 {
+            m.push(format!(
+                "{} GB of weights per GPU in host memory ({} GB/s link)",
+                self.cpu_offload_gb,
+                self.gpu.host_link() / 1e9
+            ));
         }
         if self.prefix_caching {
             m.push("prefix caching".into());
@@ -385,7 +401,11 @@ impl EngineConfig {
 pub struct MemoryPlan {
     /// Memory the engine may use per GPU (`memory × utilization`), GB.
     pub usable_gb: f64,
+    /// Weights on the GPU, GB.
     pub weights_gb: f64,
+    /// Weights in host memory (`--cpu-offload-gb`), GB.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offloaded_gb: f64,
     /// Activations and workspace kept free for the largest iteration, GB.
     pub activation_reserve_gb: f64,
     pub kv_gb: f64,
@@ -476,7 +496,20 @@ impl EngineConfig {
             ));
         }
         let usable = self.gpu.memory_bytes() * self.gpu_memory_utilization;
-        let weights = m.weight_bytes(self.dtype) / self.tp as f64;
+        let all_weights = m.weight_bytes(self.dtype) / self.tp as f64;
+        if !(self.cpu_offload_gb.is_finite() && self.cpu_offload_gb >= 0.0) {
+            return bad("--cpu-offload-gb must be zero or more".into());
+        }
+        let offload = self.cpu_offload_gb * 1e9;
+        if offload > all_weights {
+            return bad(format!(
+                "--cpu-offload-gb {} is more than the {:.1} GB of weights per GPU",
+                self.cpu_offload_gb,
+                all_weights / 1e9
+            ));
+        }
+        // what stays on the GPU
+        let weights = all_weights - offload;
         if weights >= usable {
             let total = m.weight_bytes(self.dtype);
             let mut tp_fit = self.tp.max(1);
@@ -493,6 +526,12 @@ impl EngineConfig {
                     break;
                 }
             }
+            if fixes.is_empty() {
+                fixes.push(format!(
+                    "use a larger GPU, or --cpu-offload-gb {:.0} (weights streamed from host memory every step)",
+                    (all_weights - usable * 0.8).max(1e9) / 1e9
+                ));
+            }
             let per = if self.tp > 1 {
                 format!(" ({:.0} GB per GPU at --tp {})", weights / 1e9, self.tp)
             } else {
@@ -506,7 +545,7 @@ impl EngineConfig {
                 self.gpu.name,
                 usable / 1e9,
                 self.gpu_memory_utilization,
-                if fixes.is_empty() { "use a larger GPU".into() } else { fixes.join(", or ") }
+                fixes.join(", or ")
             ));
         }
         // Activations for the largest iteration (hidden states and the MLP's intermediate, in
@@ -534,6 +573,7 @@ impl EngineConfig {
         Ok(MemoryPlan {
             usable_gb: usable / 1e9,
             weights_gb: weights / 1e9,
+            offloaded_gb: offload / 1e9,
             activation_reserve_gb: reserve / 1e9,
             kv_gb: blocks as f64 * block_bytes / 1e9,
             kv_bytes_per_token,

@@ -94,6 +94,8 @@ pub struct StepTime {
     pub memory_s: f64,
     pub comm_s: f64,
     pub overhead_s: f64,
+    /// Streaming host-offloaded weights over the host link (`--cpu-offload-gb`).
+    pub offload_s: f64,
     /// FLOPs / bytes per GPU: above the GPU's ridge point the step is compute-bound.
     pub intensity: f64,
     pub compute_bound: bool,
@@ -133,6 +135,9 @@ pub struct Roofline {
     top_k: f64,
     /// KV bytes per token, whole model.
     kv_bytes: f64,
+    /// Weights per GPU read from host memory every forward pass, and the host link's bytes/s.
+    offload_bytes: f64,
+    host_link: f64,
 }
 
 impl Roofline {
@@ -165,6 +170,8 @@ impl Roofline {
             experts: m.experts as f64,
             top_k: m.top_k as f64,
             kv_bytes: m.kv_bytes_per_token(cfg.kv_dtype),
+            offload_bytes: cfg.cpu_offload_gb * 1e9,
+            host_link: cfg.gpu.host_link(),
         }
     }
 
@@ -209,7 +216,10 @@ impl StepCost for Roofline {
         // routed experts' FLOPs at the grouped GEMMs' lower efficiency
         let expert = self.expert_flops_per_token * b.tokens() as f64 / self.tp;
         let compute_s = (f + expert * (1.0 / self.eff.moe_gemm - 1.0)) / (self.peak * self.mfu);
-        let memory_s = by / (self.bandwidth * self.mbu);
+        // offloaded weights come over the host link (no overlap with the GPU's own reads), not
+        // from device memory
+        let memory_s = (by - self.offload_bytes).max(0.0) / (self.bandwidth * self.mbu);
+        let offload_s = self.offload_bytes / self.host_link;
         let comm_s = if self.tp > 1.0 {
             let per = 2.0 * (self.tp - 1.0) / self.tp * b.tokens() as f64 * self.hidden * 2.0 / self.link;
             2.0 * self.layers * (per + self.eff.allreduce_latency_s)
@@ -218,11 +228,12 @@ impl StepCost for Roofline {
         };
         let overhead_s = self.eff.step_overhead_s + self.eff.seq_overhead_s * b.seqs() as f64;
         StepTime {
-            total_s: compute_s.max(memory_s) + comm_s + overhead_s,
+            total_s: compute_s.max(memory_s) + comm_s + overhead_s + offload_s,
             compute_s,
             memory_s,
             comm_s,
             overhead_s,
+            offload_s,
             intensity: f / by,
             compute_bound: compute_s > memory_s,
         }
@@ -344,5 +355,46 @@ mod tests {
         // FP4 peak 9000 TFLOP/s at 50%, 8 TB/s at 25%
         assert!((t.compute_s - flops / (9000e12 * 0.5)).abs() < 1e-12);
         assert!((t.memory_s - bytes / (8e12 * 0.25)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn offloaded_weights_stream_over_the_host_link() {
+        // Llama-3.1-70B in FP8 (70.6 GB) on one 32 GB RTX 5090: 46 GB stay in host memory
+        let c = Catalog::builtin();
+        let mut cfg = EngineConfig::new(c.model("llama-3.1-70b").unwrap().clone(), c.gpu("rtx5090").unwrap().clone());
+        cfg.dtype = Dtype::Fp8;
+        assert!(cfg.plan().unwrap_err().to_string().contains("--tp 4 or more"));
+        cfg.cpu_offload_gb = 46.0;
+        let plan = cfg.plan().unwrap();
+        assert!((plan.offloaded_gb - 46.0).abs() < 1e-9 && plan.weights_gb < 25.0, "{plan:?}");
+        let r = Roofline::new(&cfg);
+        let mut b = BatchShape::default();
+        b.add_decode(1024);
+        let t = r.time(&b);
+        // PCIe 5.0 x16: 46 GB at 63 GB/s every step, on top of the GPU's own reads of the rest
+        assert!((t.offload_s - 46e9 / 63e9).abs() < 1e-12);
+        let (_, bytes) = r.work(&b);
+        let device = (bytes - 46e9) / (1.792e12 * 0.8);
+        assert!((t.memory_s - device).abs() < 1e-12);
+        assert!((t.total_s - (t.compute_s.max(device) + 0.002 + 46e9 / 63e9)).abs() < 1e-12);
+        // about 1.3 tokens/s: the host link, not the GPU, decides
+        assert!((1.2..1.45).contains(&(1.0 / t.total_s)), "{}", 1.0 / t.total_s);
+        // more offload than weights is refused
+        cfg.cpu_offload_gb = 100.0;
+        assert!(cfg.plan().unwrap_err().to_string().contains("more than the 70.6 GB"));
+    }
+
+    #[test]
+    fn a_unified_memory_workstation_reads_every_weight_per_token() {
+        // Llama-70B in 16-bit on an M2 Ultra (192 GB at 800 GB/s): a batch-1 decode step reads
+        // ~139 GB at 0.8 × 800 GB/s ≈ 0.22 s, 4.6 tokens/s; llama.cpp measured 4.8 (F16, research
+        // notes planner-data §2d)
+        let c = Catalog::builtin();
+        let cfg = EngineConfig::new(c.model("llama-3.1-70b").unwrap().clone(), c.gpu("m2-ultra").unwrap().clone());
+        cfg.plan().unwrap();
+        let mut b = BatchShape::default();
+        b.add_decode(512);
+        let tps = 1.0 / Roofline::new(&cfg).time(&b).total_s;
+        assert!((tps / 4.8 - 1.0).abs() < 0.15, "{tps}");
     }
 }

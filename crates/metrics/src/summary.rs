@@ -658,6 +658,52 @@ fn held_back_words(s: &Summary, c: &LoadCheck) -> String {
     )
 }
 
+/// The `few_samples` warning's text for a summary's distributions, when some percentile rests on
+/// fewer than `10/(1 − p)` samples (public so a summary changed after `summarize`, such as an
+/// imported one, can redo it).
+pub fn few_samples(s: &Summary) -> Option<String> {
+    let dists = [
+        ("TTFT", &s.ttft_ms),
+        ("TTFT (sched)", &s.ttft_sched_ms),
+        ("TPOT", &s.tpot_ms),
+        ("ITL", &s.itl_ms),
+        ("chunk ITL", &s.chunk_itl_ms),
+        ("max ITL", &s.itl_max_ms),
+        ("E2E", &s.e2e_ms),
+        ("E2E (sched)", &s.e2e_sched_ms),
+    ];
+    // distributions with the same n are thin at the same percentiles: one group each
+    let ps = [0.5, 0.9, 0.95, 0.99];
+    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
+    for (name, d) in dists {
+        if d.n == 0 || d.n >= crate::confidence::min_samples(0.99) {
+            continue;
+        }
+        match groups.iter_mut().find(|g| g.0 == d.n) {
+            Some(g) => g.1.push(name),
+            None => groups.push((d.n, vec![name])),
+        }
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(n, names)| {
+            let thin: Vec<String> = ps
+                .iter()
+                .filter(|&&p| *n < crate::confidence::min_samples(p))
+                .map(|p| format!("p{}", p * 100.0))
+                .collect();
+            format!("{} of {} (n={n})", thin.join(", "), names.join(", "))
+        })
+        .collect();
+    Some(format!(
+        "{} rest on fewer than 10/(1 - p) samples: read them with their confidence intervals",
+        parts.join("; ")
+    ))
+}
+
 fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec<Warning> {
     let mut w = Vec::new();
     let mut add = |code: WarningCode, message: String| w.push(Warning { code, message });
@@ -709,47 +755,8 @@ fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec<Warning> {
             ),
         );
     }
-    let dists = [
-        ("TTFT", &s.ttft_ms),
-        ("TTFT (sched)", &s.ttft_sched_ms),
-        ("TPOT", &s.tpot_ms),
-        ("ITL", &s.itl_ms),
-        ("chunk ITL", &s.chunk_itl_ms),
-        ("max ITL", &s.itl_max_ms),
-        ("E2E", &s.e2e_ms),
-        ("E2E (sched)", &s.e2e_sched_ms),
-    ];
-    // distributions with the same n are thin at the same percentiles: one group each
-    let ps = [0.5, 0.9, 0.95, 0.99];
-    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
-    for (name, d) in dists {
-        if d.n == 0 || d.n >= crate::confidence::min_samples(0.99) {
-            continue;
-        }
-        match groups.iter_mut().find(|g| g.0 == d.n) {
-            Some(g) => g.1.push(name),
-            None => groups.push((d.n, vec![name])),
-        }
-    }
-    if !groups.is_empty() {
-        let parts: Vec<String> = groups
-            .iter()
-            .map(|(n, names)| {
-                let thin: Vec<String> = ps
-                    .iter()
-                    .filter(|&&p| *n < crate::confidence::min_samples(p))
-                    .map(|p| format!("p{}", p * 100.0))
-                    .collect();
-                format!("{} of {} (n={n})", thin.join(", "), names.join(", "))
-            })
-            .collect();
-        add(
-            WarningCode::FewSamples,
-            format!(
-                "{} rest on fewer than 10/(1 - p) samples: read them with their confidence intervals",
-                parts.join("; ")
-            ),
-        );
+    if let Some(m) = few_samples(s) {
+        add(WarningCode::FewSamples, m);
     }
     if s.counts_skipped > 0 {
         add(

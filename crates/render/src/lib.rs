@@ -2,6 +2,8 @@
 //! (`goodput-results`): the console report of a run (latency table, throughputs and counts, the
 //! client's self-check, goodput, warnings, engine statistics), of a sweep and of a capacity
 //! search. [`roofline`] renders `goodput roofline`'s report: its console lines and its SVG.
+//! [`html`] renders a whole document as one self-contained HTML page with inline SVG charts
+//! ([`charts`], [`svg`]); [`csv`] exports its requests and summaries.
 
 use std::fmt::Write;
 
@@ -10,9 +12,16 @@ use goodput_metrics::{ClientVerdict, Distribution, SloVerdict, Summary};
 use goodput_results::{CapacityPoint, CapacityReport, EnginePlan, Run, Target};
 use goodput_workload::{Arrivals, Load};
 
+pub mod charts;
+pub mod comparison;
+pub mod csv;
+pub mod html;
 pub mod planning;
 pub mod roofline;
+pub mod svg;
 
+pub use csv::{requests_csv, summary_csv};
+pub use html::html_report;
 pub use planning::render_plan;
 
 fn cell(v: Option<f64>) -> String {
@@ -376,14 +385,14 @@ pub fn title(command: &str, run: &Run) -> String {
             run.elapsed_s.map_or(String::new(), |s| format!(" ({s:.2} s to simulate)"))
         ),
         _ => {
-            let api = run.plan.api.map_or("", |a| a.name());
+            let api = run.plan.api.map_or(String::new(), |a| format!(" · {}", a.name()));
             let bounds = match (run.plan.load.requests, run.plan.load.duration) {
                 (Some(n), Some(d)) => format!(" · {n} requests or {:.0} s", d.as_secs_f64()),
                 (Some(n), None) => format!(" · {n} requests"),
                 (None, Some(d)) => format!(" · {:.0} s", d.as_secs_f64()),
                 (None, None) => String::new(),
             };
-            format!("goodput {command} · {} · model {model} · {api} · {}{bounds}", run.target.label(), describe(load))
+            format!("goodput {command} · {} · model {model}{api} · {}{bounds}", run.target.label(), describe(load))
         }
     }
 }

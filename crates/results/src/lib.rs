@@ -2,6 +2,7 @@
 //! and everything that reads one back.
 //!
 //! - [`plan`]: a run's plan as data;
+//! - [`import`]: other tools' results (vLLM, GuideLLM, AIPerf) read into runs;
 //! - [`ResultDoc`], [`Run`], [`Target`], [`CapacityReport`]: the document;
 //! - [`ResultDoc::read`] checks `schema_version` (a newer major is refused with a clear error;
 //!   files written before run ids and start times existed still read), [`ResultDoc::write`]
@@ -13,6 +14,8 @@
 //! Its JSON Schema is checked in at `schema/results.schema.json`; tests validate every document
 //! the tool writes against it. Bump [`SCHEMA_VERSION`] on any incompatible change.
 
+pub mod compare;
+pub mod import;
 pub mod plan;
 pub mod planning;
 
@@ -61,28 +64,33 @@ pub enum Target {
         model: Option<String>,
         engine: Box<EnginePlan>,
     },
+    /// Results of another tool (`goodput import`): which tool and file, and what the file could
+    /// not give.
+    Imported(Box<import::ImportSource>),
 }
 
 impl Target {
     pub fn model(&self) -> Option<&str> {
         match self {
             Target::Url { model, .. } | Target::Embedded { model, .. } | Target::Sim { model, .. } => model.as_deref(),
+            Target::Imported(s) => s.model.as_deref(),
         }
     }
 
     pub fn engine(&self) -> Option<&EnginePlan> {
         match self {
-            Target::Url { .. } => None,
+            Target::Url { .. } | Target::Imported(_) => None,
             Target::Embedded { engine, .. } | Target::Sim { engine, .. } => Some(engine),
         }
     }
 
-    /// `url`, `embedded` or `sim`.
+    /// `url`, `embedded`, `sim` or `imported`.
     pub fn kind(&self) -> &'static str {
         match self {
             Target::Url { .. } => "url",
             Target::Embedded { .. } => "embedded",
             Target::Sim { .. } => "sim",
+            Target::Imported(_) => "imported",
         }
     }
 
@@ -92,6 +100,7 @@ impl Target {
             Target::Url { url, .. } => url.clone(),
             Target::Embedded { .. } => "embedded engine".into(),
             Target::Sim { .. } => "simulated engine".into(),
+            Target::Imported(s) => format!("{} results from {}", s.tool.name(), s.file),
         }
     }
 }

@@ -1,0 +1,85 @@
+//! `goodput compare A.json B.json [C.json …]`: each later file against the first, metric by
+//! metric, with absolute and relative deltas and whether each difference is significant
+//! ([`goodput_results::compare`]); runs of different workloads are refused (exit 2) with the
+//! fields that differ, unless `--force`. `--out` writes the comparison data as JSON.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use goodput_render::comparison::{render_comparison, render_differences};
+use goodput_results::Tool;
+use goodput_results::compare::{CompareError, Comparison, Subject, compare_all};
+use serde::{Deserialize, Serialize};
+
+use crate::Outcome;
+use crate::args::CompareArgs;
+use crate::plan::{UsageError, writable};
+
+/// The `--out` document's format version: bump it on any incompatible change.
+pub const COMPARISON_VERSION: u32 = 1;
+
+/// The `--out` document: `{"kind": "comparison", "version": 1, "tool": …, "comparisons": […]}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonDoc {
+    pub kind: String,
+    pub version: u32,
+    pub tool: Tool,
+    pub comparisons: Vec<Comparison>,
+}
+
+/// Reads one result file for comparing; an unreadable or mixed file is a usage error naming it.
+pub fn subject(path: &Path) -> Result<Subject, UsageError> {
+    Subject::read(path).map_err(|e| match e {
+        CompareError::Result(r) => UsageError(r.to_string()),
+        other => UsageError(other.to_string()),
+    })
+}
+
+/// Every later file against the first (what the console table and a report draw). Refuses
+/// different workloads unless `force`: the error is preceded by the differing fields on stderr.
+pub fn comparisons(files: &[PathBuf], force: bool) -> Result<Vec<Comparison>, UsageError> {
+    let subjects = files.iter().map(|p| subject(p)).collect::<Result<Vec<_>, _>>()?;
+    let cmps = compare_all(&subjects);
+    refuse_different(&cmps, force)?;
+    Ok(cmps)
+}
+
+/// Prints the differing fields of each comparison and refuses, unless `force`.
+pub fn refuse_different(cmps: &[Comparison], force: bool) -> Result<(), UsageError> {
+    let different: Vec<&Comparison> = cmps.iter().filter(|c| !c.differences.is_empty()).collect();
+    if force || different.is_empty() {
+        return Ok(());
+    }
+    for c in &different {
+        warn!("{}", render_differences(&c.base, &c.other, &c.differences).trim_end());
+    }
+    Err(UsageError("the runs are not comparable (the fields above differ); pass --force to compare them anyway".into()))
+}
+
+pub fn run(a: CompareArgs) -> anyhow::Result<Outcome> {
+    if a.files.len() < 2 {
+        return Err(UsageError("compare: give at least two result files (the first is the baseline)".into()).into());
+    }
+    if let Some(out) = &a.out {
+        writable("--out", out)?;
+    }
+    let cmps = comparisons(&a.files, a.force)?;
+    for c in &cmps {
+        say!("{}\n", render_comparison(c));
+    }
+    if let Some(path) = &a.out {
+        let doc = ComparisonDoc {
+            kind: "comparison".into(),
+            version: COMPARISON_VERSION,
+            tool: Tool { name: "goodput".into(), version: env!("CARGO_PKG_VERSION").into() },
+            comparisons: cmps,
+        };
+        let mut text = serde_json::to_string_pretty(&doc)?;
+        text.push('\n');
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        say!("wrote {}\n", path.display());
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,252 @@
+//! The HTML report of a result document: one self-contained file that works offline. It loads
+//! nothing (no script, font, stylesheet or image from anywhere; a Content-Security-Policy says
+//! so to the browser), its CSS is inline with print styles, and every chart is inline SVG
+//! ([`crate::svg`]) drawn from downsampled points while every statistic in its text comes from
+//! the document's summaries, which were computed from every sample.
+//!
+//! Sections: the document (tool, when), a plan's ranking and cost-vs-latency chart, a capacity
+//! search's or a sweep's curve and charts, distributions across runs, then each run: its console
+//! report (latency table, throughputs, the client's self-check, SLO verdicts, warnings, engine
+//! statistics), SLO verdicts with their confidence intervals, token-count provenance, its
+//! distributions, the run over time, ITL by token position, the engine over time, and its plan.
+
+use std::fmt::Write;
+
+use goodput_metrics::{SloVerdict, TokenSource};
+use goodput_results::{ResultDoc, Run};
+
+use crate::charts::{self, METRICS};
+use crate::svg::{Chart, MAX_POINTS, esc};
+
+const CSS: &str = r#"
+:root{--fg:#1d1d1f;--muted:#5f6368;--line:#d0d4d9;--bg:#fff;--accent:#0072b2;--bad:#b3261e;--ok:#1e7b34}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg);margin:0 auto;max-width:1340px;padding:16px 24px}
+h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}
+.meta{color:var(--muted)}
+pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f6f8fa;border:1px solid var(--line);padding:10px;overflow-x:auto;white-space:pre}
+table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid var(--line);padding:3px 8px;text-align:right}th{background:#f6f8fa}td.l,th.l{text-align:left}
+.met{color:var(--ok);font-weight:600}.missed{color:var(--bad);font-weight:600}.unsure{color:var(--muted);font-weight:600}
+.warn{color:var(--bad)}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:12px}
+svg.chart{width:100%;height:auto;border:1px solid var(--line);background:#fff;font:10px system-ui,sans-serif}
+svg.chart .ct{font-size:12px;font-weight:600;fill:var(--fg)}svg.chart .al{font-size:11px;fill:var(--muted)}
+svg.chart text{fill:#333}svg.chart .grid{stroke:#eceff1}svg.chart .tick,svg.chart .frame{stroke:#888}
+svg.chart .empty{fill:var(--muted)}
+details{margin:8px 0}summary{cursor:pointer;color:var(--accent)}
+nav a{margin-right:12px}
+@media print{body{max-width:none;padding:0;font-size:11px}.charts{grid-template-columns:1fr 1fr}svg.chart,section.run,table,pre{break-inside:avoid}nav,details>summary{display:none}details{display:block}pre{white-space:pre-wrap}a{color:inherit;text-decoration:none}}
+"#;
+
+/// The whole report; `source` names the document (its file name) in the title.
+pub fn html_report(doc: &ResultDoc, source: &str) -> String {
+    let mut o = String::with_capacity(256 * 1024);
+    let title = format!("goodput report: {source}");
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"/>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
+         <title>{}</title><style>{CSS}</style></head><body>\n",
+        esc(&title)
+    );
+    let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(
+        o,
+        "<p class=\"meta\">written by {} {} at {} · schema version {} · {} run{}{}</p>",
+        esc(&doc.tool.name),
+        esc(&doc.tool.version),
+        esc(&doc.created_at),
+        doc.schema_version,
+        doc.runs.len(),
+        if doc.runs.len() == 1 { "" } else { "s" },
+        if doc.interrupted { " · <span class=\"warn\">interrupted</span>" } else { "" }
+    );
+    if doc.runs.len() > 1 {
+        o.push_str("<nav>");
+        for (i, r) in doc.runs.iter().enumerate() {
+            let _ = write!(o, "<a href=\"#run-{i}\">{}</a>", esc(&run_name(i, r)));
+        }
+        o.push_str("</nav>\n");
+    }
+    if let Some(p) = &doc.plan {
+        o.push_str("<section id=\"plan\"><h2>Plan</h2>");
+        pre(&mut o, &crate::render_plan(p));
+        charts_block(&mut o, &[charts::plan_chart(p)]);
+        o.push_str("</section>\n");
+    }
+    if let Some(c) = &doc.capacity {
+        o.push_str("<section id=\"capacity\"><h2>Capacity</h2>");
+        pre(&mut o, &crate::render_capacity(c));
+        charts_block(&mut o, &charts::rate_charts(&doc.runs, Some(c)));
+        o.push_str("</section>\n");
+    } else if doc.runs.len() > 1 {
+        o.push_str("<section id=\"sweep\"><h2>Runs by rate</h2>");
+        pre(&mut o, &crate::render_sweep(&doc.runs.iter().collect::<Vec<_>>()));
+        charts_block(&mut o, &charts::rate_charts(&doc.runs, None));
+        o.push_str("</section>\n");
+    }
+    if doc.runs.len() > 1 {
+        o.push_str("<section id=\"across\"><h2>Distributions across runs</h2>");
+        let cs: Vec<Chart> = METRICS
+            .iter()
+            .map(|(id, label)| {
+                let runs: Vec<(String, Vec<f64>)> =
+                    doc.runs.iter().enumerate().map(|(i, r)| (run_name(i, r), charts::samples(r, id))).collect();
+                let mut c = charts::cdf_chart(id, label, &runs);
+                c.id = format!("chart-cdf-{id}-runs");
+                c
+            })
+            .collect();
+        charts_block(&mut o, &cs);
+        o.push_str("</section>\n");
+    }
+    // several runs share the point budget of their detailed charts
+    let budget = if doc.runs.len() > 4 { MAX_POINTS / 4 } else { MAX_POINTS };
+    for (i, run) in doc.runs.iter().enumerate() {
+        let suffix = if doc.runs.len() > 1 { format!("-r{i}") } else { String::new() };
+        run_section(&mut o, i, run, &suffix, budget);
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+fn run_name(i: usize, r: &Run) -> String {
+    r.name.clone().unwrap_or_else(|| format!("run {i}"))
+}
+
+fn pre(o: &mut String, text: &str) {
+    let _ = write!(o, "<pre>{}</pre>", esc(text.trim_matches('\n')));
+}
+
+fn charts_block(o: &mut String, cs: &[Chart]) {
+    o.push_str("<div class=\"charts\">");
+    for c in cs {
+        o.push_str(&c.svg());
+    }
+    o.push_str("</div>\n");
+}
+
+fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize) {
+    let _ = write!(o, "<section class=\"run\" id=\"run-{i}\"><h2>{}</h2>", esc(&crate::title("report", run)));
+    let _ = writeln!(
+        o,
+        "<p class=\"meta\">target {} · model {} · started {} · {}{}</p>",
+        esc(&run.target.label()),
+        esc(run.target.model().unwrap_or("?")),
+        esc(run.started_at.as_deref().unwrap_or("?")),
+        run.elapsed_s.map_or(String::new(), |s| format!("took {s:.2} s")),
+        run.plan.engine_plan().map_or(String::new(), |e| format!(" · engine {}", esc(&e.describe())))
+    );
+    pre(o, &crate::render_run("report", run));
+    slo_table(o, run);
+    provenance(o, run);
+
+    o.push_str("<h3>Distributions</h3>");
+    let mut cs = Vec::new();
+    let mut hs = Vec::new();
+    for (id, label) in METRICS {
+        let s = charts::samples(run, id);
+        let mut h = charts::histogram_chart(id, label, &s);
+        h.id.push_str(suffix);
+        hs.push(h);
+        let mut c = charts::cdf_chart(id, label, &[(label.to_string(), s)]);
+        for series in &mut c.series {
+            series.points = crate::svg::downsample(&series.points, budget);
+        }
+        c.id.push_str(suffix);
+        cs.push(c);
+    }
+    charts_block(o, &cs);
+    charts_block(o, &hs);
+    o.push_str("<h3>Over time</h3>");
+    let mut t = charts::time_charts(run, suffix);
+    t.push(charts::itl_position_chart(run, suffix));
+    charts_block(o, &t);
+    let e = charts::engine_charts(run, suffix);
+    if !e.is_empty() {
+        o.push_str("<h3>Engine over time</h3>");
+        charts_block(o, &e);
+    }
+    o.push_str("<details><summary>the run's plan (as data)</summary>");
+    pre(o, &serde_json::to_string_pretty(&run.plan).unwrap_or_default());
+    o.push_str("</details></section>\n");
+}
+
+/// Each percentile predicate's verdict with its 95% confidence interval.
+fn slo_table(o: &mut String, run: &Run) {
+    let Some(g) = &run.summary.slo else { return };
+    let _ = write!(
+        o,
+        "<h3>SLO</h3><p>{} · attainment {:.1}% ({} of {}) · goodput {:.2} req/s, {:.1} output tok/s{}</p>",
+        esc(&g.predicates.join(", ")),
+        g.attainment * 100.0,
+        g.good,
+        g.attempted,
+        g.request_goodput,
+        g.token_goodput,
+        g.binding.as_ref().map_or(String::new(), |b| format!(" · binding: {}", esc(b)))
+    );
+    if g.percentiles.is_empty() {
+        return;
+    }
+    o.push_str("<table><tr><th class=\"l\">predicate</th><th>value (ms)</th><th>95% CI</th><th>n</th><th>over</th><th class=\"l\">verdict</th></tr>");
+    let f = |x: Option<f64>| match x {
+        Some(v) if v.is_finite() => format!("{v:.1}"),
+        Some(_) => "∞".into(),
+        None => "?".into(),
+    };
+    for p in &g.percentiles {
+        let (class, word) = match p.verdict {
+            SloVerdict::Met => ("met", "met"),
+            SloVerdict::Missed => ("missed", "missed"),
+            SloVerdict::NotEnoughEvidence => ("unsure", "not enough evidence"),
+        };
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>[{}, {}]</td><td>{}</td><td>{}</td><td class=\"l {class}\">{word}</td></tr>",
+            esc(&p.predicate),
+            f(p.value),
+            f(p.ci[0]),
+            f(p.ci[1]),
+            p.n,
+            p.over
+        );
+    }
+    o.push_str("</table>\n");
+}
+
+/// Where the token counts came from: per source, how many requests, and the tokenizer.
+fn provenance(o: &mut String, run: &Run) {
+    let count = |get: &dyn Fn(&goodput_metrics::RequestRecord) -> Option<TokenSource>| {
+        let mut c = [0u64; 3];
+        for r in &run.requests {
+            c[match get(r) {
+                Some(TokenSource::Server) => 0,
+                Some(TokenSource::Tokenizer) => 1,
+                None => 2,
+            }] += 1;
+        }
+        c
+    };
+    let rows = [
+        ("prompt length", count(&|r| r.input_tokens_source)),
+        ("output length", count(&|r| r.output_tokens_source)),
+        ("tokens per event", count(&|r| r.event_tokens_source)),
+    ];
+    let tc = &run.summary.token_counts;
+    let diff = |p: Option<f64>| p.map_or("n/a".to_string(), |p| format!("{p:+.1}%"));
+    let _ = write!(
+        o,
+        "<h3>Token counts</h3><p>tokenizer {} · ours vs the server's: input {}, output {} · {} requests without our counts</p>\
+         <table><tr><th class=\"l\">count</th><th>server</th><th>our tokenizer</th><th>none</th></tr>",
+        esc(&run.plan.workload.tokenizer),
+        diff(tc.input.diff_pct),
+        diff(tc.output.diff_pct),
+        run.summary.counts_skipped
+    );
+    for (name, c) in rows {
+        let _ = write!(o, "<tr><td class=\"l\">{name}</td><td>{}</td><td>{}</td><td>{}</td></tr>", c[0], c[1], c[2]);
+    }
+    o.push_str("</table>\n");
+}
