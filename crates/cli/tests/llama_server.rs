@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::browser::*;
 use common::*;
 
 struct Server(Child);
@@ -82,6 +83,7 @@ fn start() -> Option<(Server, String)> {
 fn check(url: &str, api: &str) {
     let dir = temp_dir(&format!("llama-{api}"));
     let out = dir.join("r.json");
+    let html = dir.join("r.html");
     let o = run(
         &[
             "bench",
@@ -99,6 +101,8 @@ fn check(url: &str, api: &str) {
             "16",
             "--out",
             out.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
             "-q",
         ],
         Duration::from_secs(240),
@@ -125,6 +129,13 @@ fn check(url: &str, api: &str) {
     let e2e = s["e2e_ms"]["mean"].as_f64().unwrap();
     assert!(ttft < e2e);
     assert!(s["output_throughput"].as_f64().unwrap() > 0.0);
+    // the report of a real server's run: offline, every client-side chart drawn, and it opens in
+    // headless Chromium without errors (no engine charts: the server is not our model)
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_offline(&page);
+    let charts: Vec<&str> = RUN_CHARTS.iter().copied().filter(|c| !c.starts_with("chart-engine")).collect();
+    assert_charts(&page, &charts);
+    browser_check(&html, &format!("llama-{api}-report.png"), &charts);
 }
 
 #[test]

@@ -1,0 +1,139 @@
+//! Checks of a self-contained HTML report: every chart drawn with points, nothing loaded from
+//! anywhere, and (when Debian's `chromium` is installed; required with
+//! GOODPUT_REQUIRE_CHROMIUM=1) the page opened in headless Chromium.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{temp_dir, wait_with_deadline};
+
+/// The charts every run's section has (single-run documents: no suffix).
+pub const RUN_CHARTS: [&str; 17] = [
+    "chart-cdf-ttft",
+    "chart-cdf-ttft-sched",
+    "chart-cdf-tpot",
+    "chart-cdf-itl",
+    "chart-cdf-e2e",
+    "chart-hist-ttft",
+    "chart-hist-ttft-sched",
+    "chart-hist-tpot",
+    "chart-hist-itl",
+    "chart-hist-e2e",
+    "chart-throughput",
+    "chart-requests",
+    "chart-inflight",
+    "chart-ttft-time",
+    "chart-itl-position",
+    "chart-engine-batch",
+    "chart-engine-kv",
+];
+
+/// The `data-points` of each series of the chart `id` (panics when the chart is missing).
+pub fn chart_points(html: &str, id: &str) -> Vec<usize> {
+    let start = html.find(&format!("<svg class=\"chart\" id=\"{id}\"")).unwrap_or_else(|| panic!("chart {id} missing"));
+    let svg = &html[start..start + html[start..].find("</svg>").unwrap()];
+    svg.match_indices("data-points=\"")
+        .map(|(i, m)| svg[i + m.len()..].split('"').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// Nothing in the page loads from anywhere: no script, link or image, no src, hrefs only to
+/// anchors in the page.
+pub fn assert_offline(html: &str) {
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("<img"));
+    assert!(!html.contains("src=") && !html.contains("url(") && !html.contains("@import"));
+    for (i, _) in html.match_indices("href=") {
+        assert!(html[i + 5..].starts_with("\"#"), "href to elsewhere: {}", &html[i..i + 40]);
+    }
+    for scheme in ["http://", "https://"] {
+        for (i, _) in html.match_indices(scheme) {
+            let before = &html[i.saturating_sub(8)..i];
+            assert!(!before.contains("src=") && !before.contains("href="), "{before}{scheme}…");
+        }
+    }
+}
+
+pub fn assert_charts(html: &str, ids: &[&str]) {
+    for id in ids {
+        let pts = chart_points(html, id);
+        assert!(!pts.is_empty() && pts.iter().all(|&n| n > 0), "{id}: {pts:?}");
+    }
+}
+
+/// Opens the report in headless Chromium when it is installed (required when
+/// GOODPUT_REQUIRE_CHROMIUM=1): the rendered DOM has every chart with its points; the console
+/// logged nothing (the page has no script, so any message is a refused load or an error); the
+/// network log has no request of the page's (only the browser's own service hosts, which it
+/// calls whatever it opens); a screenshot is saved under `target/`.
+pub fn browser_check(html: &Path, shot: &str, charts: &[&str]) {
+    let required = std::env::var("GOODPUT_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1");
+    let Some(chromium) = ["chromium", "chromium-browser"].into_iter().find(|b| on_path(b)) else {
+        assert!(!required, "GOODPUT_REQUIRE_CHROMIUM=1 but no chromium on PATH");
+        eprintln!("note: chromium is not installed: the headless browser check is skipped");
+        return;
+    };
+    let url = format!("file://{}", std::fs::canonicalize(html).unwrap().display());
+    let dir = temp_dir("chromium");
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-pings",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    // stdout and stderr go to files: a pipe nobody reads would fill and stall the browser
+    let run_browser = |name: &str, extra: &[String]| {
+        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
+        let child = std::process::Command::new(chromium)
+            .args(common)
+            .arg(format!("--user-data-dir={}", dir.join(format!("{name}-profile")).display()))
+            .args(extra)
+            .arg(&url)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let o = wait_with_deadline(child, Duration::from_secs(90));
+        (o.status, std::fs::read_to_string(out).unwrap(), std::fs::read_to_string(err).unwrap())
+    };
+    let netlog = dir.join("netlog.json");
+    let (status, dom, log) = run_browser("dom", &["--dump-dom".into(), format!("--log-net-log={}", netlog.display())]);
+    assert!(status.success(), "chromium failed: {log}");
+    assert_charts(&dom, charts);
+    let bad: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE") || l.contains("Refused to")).collect();
+    assert!(bad.is_empty(), "console messages:\n{}", bad.join("\n"));
+    let net = std::fs::read_to_string(&netlog).unwrap_or_default();
+    let own = ["google.com/", "googleapis.com/", "gvt1.com/", "gstatic.com/"];
+    let requests: Vec<&str> = net
+        .match_indices("\"url\":\"")
+        .map(|(i, m)| net[i + m.len()..].split('"').next().unwrap_or(""))
+        .filter(|u| !u.starts_with("file:") && !own.iter().any(|h| u.contains(h)))
+        .collect();
+    assert!(requests.is_empty(), "the page made network requests: {requests:?}");
+    let png = target_dir().join(shot);
+    let (status, _, log) =
+        run_browser("shot", &[format!("--screenshot={}", png.display()), "--window-size=1340,3000".into()]);
+    assert!(status.success() && png.is_file(), "no screenshot: {log}");
+}
+
+pub fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// The workspace's `target/` (where CI collects artifacts).
+pub fn target_dir() -> PathBuf {
+    let d = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
