@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::browser::*;
