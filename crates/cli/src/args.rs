@@ -159,7 +159,8 @@ pub struct PlanArgs {
     /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
     #[arg(long, value_name = "FILE.toml")]
     pub gpu_spec: Option<PathBuf>,
-    /// GPUs to consider, comma-separated (a100, h100, h200, b200, mi300x, l40s, or --gpu-spec's).
+    /// GPUs to consider, comma-separated (a100, h100, h200, b200, mi300x, l40s, rtx5090, m2-ultra,
+    /// or --gpu-spec's; those without a default price need --price).
     #[arg(long, value_name = "LIST", default_value = "h100")]
     pub gpus: String,
     /// Tensor-parallel sizes to consider, comma-separated.
