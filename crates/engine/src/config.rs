@@ -584,11 +584,12 @@ impl EngineConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::catalog::Catalog;
 
-    fn cfg(model: &str, gpu: &str) -> EngineConfig {
+    /// A catalog model on a catalog GPU with `EngineConfig::new`'s defaults (tests of this crate).
+    pub(crate) fn cfg(model: &str, gpu: &str) -> EngineConfig {
         let c = Catalog::builtin();
         EngineConfig::new(c.model(model).unwrap().clone(), c.gpu(gpu).unwrap().clone())
     }

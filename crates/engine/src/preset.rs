@@ -146,12 +146,7 @@ fn sglang_mem_fraction(c: &EngineConfig) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
-
-    fn cfg(model: &str, gpu: &str) -> EngineConfig {
-        let c = Catalog::builtin();
-        EngineConfig::new(c.model(model).unwrap().clone(), c.gpu(gpu).unwrap().clone())
-    }
+    use crate::config::tests::cfg;
 
     #[test]
     fn vllm_raises_its_limits_on_large_gpus_but_not_the_a100() {
