@@ -1,43 +1,167 @@
 #!/usr/bin/env bash
-# The closed-loop ceiling of goodput's load generator: goodput bench against a minimal fast SSE
-# server (crates/testkit fast-sse-server: Rust, current-thread, TCP_NODELAY, zero delay, 16
-# tokens), the server pinned to CPU 1 and the client to CPU 0. Prints, per run: requests per
-# second, mean requests in flight against the users asked for, the verdict, and the client's CPU
-# time per request; with the built-in tokenizer and with a Hugging Face tokenizer.json.
+# The ceiling of goodput's load generator, side by side with the peers (issue 14, part 4). The
+# servers are crates/testkit's: fast-sse-server (Rust, current-thread, TCP_NODELAY, zero delay,
+# 16 tokens) and scripted-sse-server (first token at 50 ms, then one every 10 ms, 16 tokens, paced
+# from absolute deadlines), each pinned to CPU 1; every client runs pinned to CPU 0.
 #
-#   scripts/bench-ceiling.sh [SECONDS]      (default 10 s per run)
+#  1. closed loop against the fast server at 64 and 256 users, with the built-in tokenizer and a
+#     Hugging Face tokenizer.json: max sustained req/s, mean requests in flight, the verdict, and
+#     the client's CPU time per request (user + system, from /usr/bin/time);
+#  2. TTFT error against the scripted server's known timing, at 64 and 256 users: measured TTFT
+#     p50 / p99 minus the scripted 50 ms, beside the server's own lateness (which it reports);
+#  3. Poisson keep-up against the fast server at 1k, 2k, 5k and 10k req/s: achieved / offered and
+#     the schedule lag p99 (how late requests left against their schedule), and the verdict;
+#  4. the peers, when PEERS_VENV names a virtualenv holding them (`python -m venv /tmp/peers &&
+#     /tmp/peers/bin/pip install guidellm aiperf`; `vllm` too where the disk allows): the same
+#     closed loop against the same fast server, req/s and CPU per request.
+#
+#   scripts/bench-ceiling.sh [SECONDS]      (default 10 s per run; SKIP_BUILD=1 uses the binaries
+#                                            in target/release as they are; SECTIONS="1 2 3 4")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-10}"
-cargo build --release -q -p goodput -p goodput-testkit --bins
+SECTIONS="${SECTIONS:-1 2 3 4}"
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release -q -p goodput -p goodput-testkit --bins
 BIN=target/release/goodput
 HF=../shared/data/tokenizers/llama3/tokenizer.json
 OUT=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$OUT"' EXIT
+SERVERS=()
+trap 'for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$OUT"' EXIT
 
-target/release/fast-sse-server 0 16 1 > "$OUT/server.txt" &
-SERVER=$!
-for _ in $(seq 50); do grep -q listening "$OUT/server.txt" 2>/dev/null && break; sleep 0.1; done
-URL=$(sed -n 's/^listening on //p' "$OUT/server.txt")
+# start_server NAME ARGS...: runs target/release/NAME ARGS in the background, sets URL
+start_server() {
+  local name=$1
+  shift
+  "target/release/$name" "$@" > "$OUT/$name.txt" &
+  SERVERS+=($!)
+  for _ in $(seq 50); do grep -q listening "$OUT/$name.txt" 2>/dev/null && break; sleep 0.1; done
+  URL=$(sed -n 's/^listening on //p' "$OUT/$name.txt")
+}
+start_server fast-sse-server 0 16 1
+FAST=$URL
+start_server scripted-sse-server 50 10 16 1
+SCRIPTED=$URL
 
-printf '%-12s %6s %10s %14s %12s %14s\n' tokenizer users "req/s" "in flight" verdict "CPU µs/req"
-for tk in builtin hf; do
-  for c in 64 256; do
-    args=(bench --url "$URL" --concurrency "$c" --duration "${SECS}s" --input-tokens 16 --output-tokens 16 -q --out "$OUT/r.json")
-    if [ "$tk" = hf ]; then
-      [ -f "$HF" ] || { echo "($HF not found: skipping the HF tokenizer)"; continue; }
-      args+=(--tokenizer "$HF")
-    fi
-    /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$BIN" "${args[@]}" > /dev/null
-    python3 - "$OUT/r.json" "$OUT/time.txt" "$tk" "$c" <<'PY'
+# bench ARGS...: goodput bench pinned to CPU 0, result in $OUT/r.json, CPU time in $OUT/time.txt
+bench() {
+  /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$BIN" bench --input-tokens 16 --output-tokens 16 \
+    -q --out "$OUT/r.json" "$@" > /dev/null
+}
+# row KIND LABEL: one line from $OUT/r.json and $OUT/time.txt
+row() {
+  python3 - "$OUT/r.json" "$OUT/time.txt" "$@" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 s = doc["runs"][0]["summary"]
 user, sys_ = map(float, open(sys.argv[2]).read().split()[-2:])
-n = s["attempted"]
-lc = s.get("load_check") or {}
-inf = lc.get("mean_in_flight")
-print(f"{sys.argv[3]:<12} {sys.argv[4]:>6} {s['request_throughput']:>10.0f} {('%.1f' % inf if inf is not None else '-'):>8} of {sys.argv[4]:<3} {s['verdict']:>12} {1e6 * (user + sys_) / max(n, 1):>14.1f}")
+kind, label = sys.argv[3], sys.argv[4:]
+n = max(s["attempted"], 1)
+cpu = 1e6 * (user + sys_) / n
+if kind == "closed":
+    lc = s.get("load_check") or {}
+    inf = lc.get("mean_in_flight")
+    print(f"{label[0]:<10} {label[1]:>6} {s['request_throughput']:>10.0f} {('%.1f' % inf if inf is not None else '-'):>10} "
+          f"{s['verdict']:>12} {cpu:>12.1f}")
+elif kind == "ttft":
+    t = s["ttft_ms"]
+    print(f"{label[0]:>6} {s['request_throughput']:>10.0f} {t['p50'] - 50:>+14.3f} {t['p99'] - 50:>+14.3f} {label[1]:>16} {cpu:>12.1f}")
+else:
+    offered = float(label[0])
+    lag = (s.get("schedule_lag_ms") or {}).get("p99")
+    ach = s.get("achieved_rate") or s["request_throughput"]
+    print(f"{offered:>10.0f} {ach:>10.0f} {ach / offered:>9.3f} {('%.3f' % lag if lag is not None else '-'):>12} "
+          f"{s['verdict']:>14} {cpu:>12.1f}")
 PY
+}
+
+if [[ " $SECTIONS " == *" 1 "* ]]; then
+  echo "## 1. closed loop against the fast server (${SECS} s each): max sustained req/s"
+  printf '%-10s %6s %10s %10s %12s %12s\n' tokenizer users "req/s" "in flight" verdict "CPU µs/req"
+  for tk in builtin hf; do
+    for c in 64 256; do
+      extra=()
+      if [ "$tk" = hf ]; then
+        [ -f "$HF" ] || { echo "($HF not found: skipping the HF tokenizer)"; continue; }
+        extra=(--tokenizer "$HF")
+      fi
+      bench --url "$FAST" --concurrency "$c" --duration "${SECS}s" "${extra[@]}"
+      row closed "$tk" "$c"
+    done
   done
-done
+fi
+
+if [[ " $SECTIONS " == *" 2 "* ]]; then
+  echo
+  echo "## 2. TTFT error against the scripted server (first token at 50 ms, then every 10 ms; ${SECS} s each)"
+  printf '%6s %10s %14s %14s %16s %12s\n' users "req/s" "TTFT p50 err" "TTFT p99 err" "server late p99" "CPU µs/req"
+  for c in 64 256; do
+    before=$(wc -l < "$OUT/scripted-sse-server.txt")
+    bench --url "$SCRIPTED" --concurrency "$c" --duration "${SECS}s"
+    sleep 1.2 # the server's last lateness line
+    # the server's own lateness over the run: the worst of its per-second p99s
+    late=$(tail -n +"$((before + 1))" "$OUT/scripted-sse-server.txt" | sed -n 's/.*p99_ms=//p' | sort -g | tail -1)
+    row ttft "$c" "${late:--}"
+  done
+  echo "(ms: measured TTFT − the scripted 50 ms; the error includes the server's own lateness, shown apart:"
+  echo " the worst per-second p99 of its first-token write time minus the scripted time)"
+fi
+
+if [[ " $SECTIONS " == *" 3 "* ]]; then
+  echo
+  echo "## 3. Poisson keep-up against the fast server (${SECS} s each)"
+  printf '%10s %10s %9s %12s %14s %12s\n' offered achieved ratio "lag p99 ms" verdict "CPU µs/req"
+  for r in 1000 2000 5000 10000; do
+    bench --url "$FAST" --rate "$r" --duration "${SECS}s"
+    row poisson "$r"
+  done
+fi
+
+if [[ " $SECTIONS " == *" 4 "* ]]; then
+  echo
+  echo "## 4. peers against the same fast server (${SECS} s each)"
+  if [ -z "${PEERS_VENV:-}" ]; then
+    echo "(PEERS_VENV not set: skipping; see the header for how to make one)"
+  else
+    TOK=$(mktemp -d)
+    cp ../shared/data/tokenizers/gpt2/* "$TOK"/ 2>/dev/null || true
+    printf '%-10s %6s %10s %12s\n' peer users "req/s" "CPU µs/req"
+    peer_row() { # NAME USERS: reads $OUT/peer.json (written by the peer) and $OUT/time.txt
+      python3 - "$OUT/time.txt" "$@" <<'PY'
+import json, sys
+user, sys_ = map(float, open(sys.argv[1]).read().split()[-2:])
+name, users, rps, n = sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+print(f"{name:<10} {users:>6} {rps:>10.0f} {1e6 * (user + sys_) / max(n, 1):>12.1f}")
+PY
+    }
+    for c in 64 256; do
+      if [ -x "$PEERS_VENV/bin/guidellm" ]; then
+        rm -f "$OUT/g.json"
+        /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$PEERS_VENV/bin/guidellm" run \
+          --backend "kind=openai_http,target=$FAST" --profile "kind=concurrent,streams=$c" \
+          --constraint "kind=max_duration,seconds=$SECS" --tokenizer "kind=hf_auto,model=$TOK" \
+          --data kind=synthetic_text,prompt_tokens=16,output_tokens=16 --output "kind=json,path=$OUT/g.json" \
+          --disable-console-interactive > "$OUT/guidellm.log" 2>&1 || true
+        read -r rps n < <(python3 "scripts/peer_figures.py" guidellm "$OUT/g.json") || { rps=0; n=0; }
+        peer_row guidellm "$c" "$rps" "$n"
+      fi
+      if [ -x "$PEERS_VENV/bin/aiperf" ]; then
+        rm -rf "$OUT/aiperf"
+        /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$PEERS_VENV/bin/aiperf" profile \
+          --url "$FAST" --model m --endpoint-type completions --streaming --concurrency "$c" \
+          --benchmark-duration "$SECS" --synthetic-input-tokens-mean 16 --output-tokens-mean 16 \
+          --tokenizer "$TOK" --artifact-dir "$OUT/aiperf" --ui-type none > "$OUT/aiperf.log" 2>&1 || true
+        read -r rps n < <(python3 "scripts/peer_figures.py" aiperf "$OUT/aiperf") || { rps=0; n=0; }
+        peer_row aiperf "$c" "$rps" "$n"
+      fi
+      if [ -x "$PEERS_VENV/bin/vllm" ]; then
+        /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$PEERS_VENV/bin/vllm" bench serve \
+          --base-url "$FAST" --model m --tokenizer "$TOK" --dataset-name random --random-input-len 16 \
+          --random-output-len 16 --num-prompts $((c * 50)) --max-concurrency "$c" --save-result \
+          --result-dir "$OUT" --result-filename v.json > "$OUT/vllm.log" 2>&1 || true
+        read -r rps n < <(python3 "scripts/peer_figures.py" vllm "$OUT/v.json") || { rps=0; n=0; }
+        peer_row vllm "$c" "$rps" "$n"
+      fi
+    done
+    rm -rf "$TOK"
+  fi
+fi

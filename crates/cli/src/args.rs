@@ -73,6 +73,14 @@ pub enum Command {
     /// AIPerf `profile_export` JSONL or JSON) as a goodput result document, for report, compare
     /// and check; what the file does not hold is left empty and noted, never guessed.
     Import(ImportArgs),
+    /// Merge the result files of the shards of one run (`--shard I/N`) into one run: records
+    /// with their shard, distributions recomputed from every sample; refuses shards of different
+    /// plans or seeds, duplicate or missing shards (unless --allow-partial). The shards of a
+    /// plan search (`plan --shard I/N`) merge into one ranked plan.
+    Merge(crate::merge::MergeArgs),
+    /// Print Kubernetes manifests that run a bench as N shards: a ConfigMap with the plan and an
+    /// Indexed Job whose pods print their results to the log between marker lines.
+    K8s(crate::k8s::K8sArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -122,6 +130,10 @@ pub struct CompareArgs {
     /// Write the comparison data as JSON (`"kind": "comparison"`).
     #[arg(long, value_name = "FILE.json")]
     pub out: Option<PathBuf>,
+    /// Write a self-contained HTML page (works offline, prints cleanly): the comparison tables
+    /// and the CDFs of TTFT, TPOT, ITL and E2E overlaid, one series per file.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -221,6 +233,10 @@ pub struct PlanArgs {
     /// Seed of arrivals and lengths.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Evaluate only shard I of N of the candidate grid (0 <= I < N): candidate k, in the grid's
+    /// order, goes to shard k mod N; `goodput merge` combines the shards' results into one plan.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -383,7 +399,8 @@ pub struct EngineArgs {
     /// history, moving no KV.
     #[arg(long)]
     pub ppd: bool,
-    /// Most requests waiting for admission before new ones get HTTP 429 (default 100000).
+    /// Most requests waiting for admission before new ones get HTTP 429 (default 100000; `sim`
+    /// with `--rate inf` or a sweep: unbounded, so an offline run queues every request).
     #[arg(long, value_name = "N")]
     pub max_waiting: Option<usize>,
     /// Model FLOPs utilization of the step-time model (default 0.38, calibrated; FP4 weights use
@@ -493,6 +510,17 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub retries: u32,
 
+    /// Scrape the server's Prometheus metrics during the run (running, waiting, KV usage, prefix
+    /// cache, preemptions, generated tokens; vLLM, SGLang, TGI and llama.cpp names), store them
+    /// in the result document and chart them; default URL: the target's /metrics. Always on for
+    /// the embedded engine. A failing scrape is counted and warned about, never fatal.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub scrape_metrics: Option<String>,
+
+    /// How often to scrape the server's metrics.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub scrape_interval: String,
+
     #[command(flatten)]
     pub engine: EngineArgs,
 
@@ -593,6 +621,16 @@ pub struct LoadArgs {
     /// Seed for arrivals, lengths, prompt text and think times.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+
+    /// Send only shard I of N of the global schedule (0 <= I < N): N processes with the same
+    /// plan and seed send exactly the schedule one would; merge their results with `goodput merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
+    /// Start at this wall-clock instant (RFC 3339, or Unix milliseconds), so shards on several
+    /// machines start together (bench only; at most 5 s past, at most 24 h ahead).
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
 }
 
 /// What each request contains.
@@ -696,4 +734,10 @@ pub struct OutputArgs {
     /// How percentiles are computed.
     #[arg(long, value_parser = percentile_parser(), default_value = "linear")]
     pub percentiles: PercentileMethod,
+
+    /// Per-request records the result document holds: all (every record up to 100000, then a
+    /// sample of 100000 drawn with the run's seed), sample:N (a seeded sample of at most N) or
+    /// none. The summary, and the JSONL log, always see every record.
+    #[arg(long, value_name = "all|sample:N|none", default_value = "all")]
+    pub records: goodput_metrics::RecordsMode,
 }

@@ -1,7 +1,7 @@
 //! `goodput capacity`: the highest Poisson rate at which SLO attainment stays at or above a
 //! target. The flags are checked here; the search is `goodput_stage::capacity`.
 
-use goodput_stage::capacity::{CapacityOptions, MAX_RATE, MIN_RATE, search};
+use goodput_stage::capacity::{CapacityOptions, MAX_RATE, MIN_RATE, MIN_STEP_ARRIVALS, search};
 use goodput_stage::{AnyTarget, Target};
 use goodput_workload::Profile;
 
@@ -81,11 +81,30 @@ fn step_plan(a: &CapacityArgs, b: &BenchArgs) -> anyhow::Result<Planned> {
     Ok(plan::sim(&s)?)
 }
 
+/// A step must hold at least [`MIN_STEP_ARRIVALS`] arrivals at the first rate tried: a shorter
+/// one (`--step-time 0s`, `1ms`) would leave each step's length to `--requests` alone and change
+/// the answer.
+fn step_holds_arrivals(step_s: f64, start_rate: f64) -> anyhow::Result<()> {
+    if step_s * start_rate < MIN_STEP_ARRIVALS {
+        return Err(usage(
+            "--step-time",
+            &format!(
+                "a step of {step_s} s holds {:.3} arrivals at --start-rate {start_rate} req/s; it must hold at least \
+                 {MIN_STEP_ARRIVALS} (at least {} s at this rate)",
+                step_s * start_rate,
+                MIN_STEP_ARRIVALS / start_rate
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
     let b = step_args(&a)?;
     // virtual seconds cost nothing: simulated steps run long enough for a slow queue to show
     let step_time = a.step_time.as_deref().unwrap_or(if a.sim { SIM_STEP } else { "10s" });
     let step_s = parse_duration("--step-time", step_time)?.as_secs_f64();
+    step_holds_arrivals(step_s, a.start_rate)?;
     let max_step_s = match &a.bench.load.duration {
         Some(d) => Some(parse_duration("--duration", d)?.as_secs_f64()),
         None if a.sim => None,

@@ -1,19 +1,24 @@
 //! `goodput compare A.json B.json [C.json …]`: each later file against the first, metric by
 //! metric, with absolute and relative deltas and whether each difference is significant
 //! ([`goodput_results::compare`]); runs of different workloads are refused (exit 2) with the
-//! fields that differ, unless `--force`. `--out` writes the comparison data as JSON.
+//! fields that differ, unless `--force`. `--out` writes the comparison data as JSON, `--html` a
+//! self-contained page with the tables and the overlaid CDFs
+//! ([`goodput_render::comparison_html`]).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use goodput_render::comparison::{render_comparison, render_differences};
-use goodput_results::Tool;
+use goodput_render::comparison_html::comparison_html;
+use goodput_results::compare::compare;
 use goodput_results::compare::{CompareError, Comparison, Subject, compare_all};
+use goodput_results::{ResultDoc, Tool};
 use serde::{Deserialize, Serialize};
 
 use crate::Outcome;
 use crate::args::CompareArgs;
-use crate::plan::{UsageError, writable};
+use crate::output::write_file;
+use crate::plan::{UsageError, same_file, writable};
 
 /// The `--out` document's format version: bump it on any incompatible change.
 pub const COMPARISON_VERSION: u32 = 1;
@@ -60,10 +65,38 @@ pub fn run(a: CompareArgs) -> anyhow::Result<Outcome> {
     if a.files.len() < 2 {
         return Err(UsageError("compare: give at least two result files (the first is the baseline)".into()).into());
     }
-    if let Some(out) = &a.out {
-        writable("--out", out)?;
+    for (flag, path) in [("--out", &a.out), ("--html", &a.html)] {
+        let Some(path) = path else { continue };
+        writable(flag, path)?;
+        if let Some(input) = a.files.iter().find(|f| same_file(path, f)) {
+            return Err(UsageError(format!("{flag}: would overwrite the result file {}", input.display())).into());
+        }
     }
-    let cmps = comparisons(&a.files, a.force)?;
+    if let (Some(o), Some(h)) = (&a.out, &a.html)
+        && same_file(o, h)
+    {
+        return Err(UsageError("--out and --html name the same file".into()).into());
+    }
+    // each file read once: its subject for the table, its runs for the CDFs
+    let docs: Vec<(String, ResultDoc)> = a
+        .files
+        .iter()
+        .map(|p| {
+            let doc = ResultDoc::read(p).map_err(|e| UsageError(e.to_string()))?;
+            Ok((p.display().to_string(), doc))
+        })
+        .collect::<Result<_, UsageError>>()?;
+    let subjects = docs
+        .iter()
+        .map(|(label, doc)| {
+            Subject::of(label, doc).map_err(|e| match e {
+                CompareError::Result(r) => UsageError(r.to_string()),
+                other => UsageError(other.to_string()),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cmps: Vec<Comparison> = subjects[1..].iter().map(|o| compare(&subjects[0], o)).collect();
+    refuse_different(&cmps, a.force)?;
     for c in &cmps {
         say!("{}\n", render_comparison(c));
     }
@@ -72,13 +105,18 @@ pub fn run(a: CompareArgs) -> anyhow::Result<Outcome> {
             kind: "comparison".into(),
             version: COMPARISON_VERSION,
             tool: Tool { name: "goodput".into(), version: env!("CARGO_PKG_VERSION").into() },
-            comparisons: cmps,
+            comparisons: cmps.clone(),
         };
         let mut text = serde_json::to_string_pretty(&doc)?;
         text.push('\n');
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        say!("wrote {}\n", path.display());
+    }
+    if let Some(path) = &a.html {
+        let files: Vec<(String, &ResultDoc)> = docs.iter().map(|(l, d)| (l.clone(), d)).collect();
+        write_file(path, comparison_html(&files, &cmps).as_bytes())?;
         say!("wrote {}\n", path.display());
     }
     Ok(Outcome::Ok)

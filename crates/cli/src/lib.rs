@@ -26,6 +26,8 @@ pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod import;
+pub mod k8s;
+pub mod merge;
 pub mod output;
 pub mod plan;
 pub mod planner;
@@ -79,6 +81,8 @@ pub fn main() -> i32 {
             args::Command::Check(a) => check::run(a),
             args::Command::Report(a) => report::run(a),
             args::Command::Import(a) => import::run(a),
+            args::Command::Merge(a) => merge::run(a),
+            args::Command::K8s(a) => k8s::run(a),
         }
     });
     exit_code(result)

@@ -13,7 +13,7 @@ use goodput_engine::{
 };
 use goodput_metrics::{Edge, Slo, Smoothing};
 use goodput_results::plan::{
-    DistinctPrompts, EnginePlan, LoadPlan, OutputPlan, RunPlan, SloPlan, TargetPlan, Timeouts, WorkloadPlan,
+    DistinctPrompts, EnginePlan, LoadPlan, OutputPlan, RunPlan, ScrapePlan, SloPlan, TargetPlan, Timeouts, WorkloadPlan,
 };
 use goodput_stage::Resources;
 use goodput_tokenizer::Tokenizer;
@@ -243,6 +243,8 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
     if sweep && a.export_schedule.is_some() {
         return Err(usage("--export-schedule", "exports one stage's schedule: not with the sweep profile"));
     }
+    let (warmup, cooldown) = (edge("--warmup", &a.warmup)?, edge("--cooldown", &a.cooldown)?);
+    edges_leave_requests(requests, &warmup, &cooldown)?;
     Ok(LoadPlan {
         profile,
         load,
@@ -250,8 +252,8 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
         max_concurrency: a.max_concurrency,
         requests,
         duration,
-        warmup: edge("--warmup", &a.warmup)?,
-        cooldown: edge("--cooldown", &a.cooldown)?,
+        warmup,
+        cooldown,
         max_errors: a.max_errors,
         grace: parse_duration("--grace", &a.grace)?,
         export_schedule: match &a.export_schedule {
@@ -260,8 +262,50 @@ fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPlan, UsageErr
         },
         think_time: think,
         seed: a.seed,
-        shard: None,
+        shard: shard_of(a, sweep)?,
+        start_at: start_at_of(a)?,
     })
+}
+
+/// `--shard I/N`, validated (not with the sweep profile: its stages follow measurements, which
+/// differ between shards).
+fn shard_of(a: &LoadArgs, sweep: bool) -> Result<Option<goodput_workload::Shard>, UsageError> {
+    let Some(s) = &a.shard else { return Ok(None) };
+    let shard = s.parse::<goodput_workload::Shard>().map_err(|e| usage("--shard", e))?;
+    if sweep {
+        return Err(usage("--shard", "not with the sweep profile (each shard would measure its own stages)"));
+    }
+    Ok(Some(shard))
+}
+
+/// `--start-at`, parsed and checked against now.
+fn start_at_of(a: &LoadArgs) -> Result<Option<goodput_results::shards::StartAt>, UsageError> {
+    use goodput_results::shards::{StartAt, check_start_at, parse_start_at};
+    let Some(s) = &a.start_at else { return Ok(None) };
+    let ns = parse_start_at(s).map_err(|e| usage("--start-at", e))?;
+    check_start_at(s, ns, goodput_results::unix_ns()).map_err(|e| usage("--start-at", e))?;
+    Ok(Some(StartAt { requested: goodput_results::format_rfc3339_ns(ns), clock: None }))
+}
+
+/// A warm-up and cool-down counted in requests must leave at least one of `--requests` to
+/// measure (otherwise every request is excluded and the summary has nothing to say).
+fn edges_leave_requests(requests: Option<u64>, warmup: &Edge, cooldown: &Edge) -> Result<(), UsageError> {
+    let n = |e: &Edge| if let Edge::Requests(k) = e { *k } else { 0 };
+    let (w, c) = (n(warmup), n(cooldown));
+    match requests {
+        Some(total) if w.saturating_add(c) >= total => {
+            let flag = if w > 0 { "--warmup" } else { "--cooldown" };
+            Err(usage(
+                flag,
+                format!(
+                    "--warmup {w} and --cooldown {c} requests leave none of --requests {total} to measure: \
+                     raise --requests above {} or lower them",
+                    w.saturating_add(c)
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Load and workload together: the dataset decides whether `replay` is possible, the profile
@@ -427,7 +471,7 @@ fn output_plan(a: &OutputArgs) -> Result<OutputPlan, UsageError> {
             return Err(usage("--html", "must differ from --out"));
         }
     }
-    Ok(OutputPlan { out: a.out.clone(), percentiles: a.percentiles })
+    Ok(OutputPlan { out: a.out.clone(), percentiles: a.percentiles, records: a.records })
 }
 
 /// `STEM.requests.jsonl` beside the result file.
@@ -700,6 +744,35 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     abs(a) == abs(b)
 }
 
+/// The request fields the client sets itself, and what sets each instead of `--extra-body`.
+const CLIENT_FIELDS: &[(&str, &str)] = &[
+    ("model", "--model"),
+    ("prompt", "--dataset / --input-tokens"),
+    ("messages", "--dataset / --input-tokens"),
+    ("max_tokens", "--output-tokens"),
+    ("max_completion_tokens", "--output-tokens"),
+    ("stream", "nothing: the client always streams, and measures the stream"),
+    ("stream_options", "nothing: the client always asks for usage in the stream"),
+    ("n", "nothing: the client measures one choice per request"),
+];
+
+/// Refuses `--extra-body` fields that would override what the client sends and measures (a
+/// silent `"stream": false` fails every request with a misleading message; `"max_tokens"`
+/// diverges from the lengths the results report). `ignore_eos`/`min_tokens` are the client's
+/// unless `--no-ignore-eos` is given.
+fn extra_body_owned_fields(m: &serde_json::Map<String, serde_json::Value>, ignore_eos: bool) -> Result<(), UsageError> {
+    for key in m.keys() {
+        let instead = CLIENT_FIELDS.iter().find(|(k, _)| k == key).map(|(_, f)| *f).or_else(|| {
+            (ignore_eos && matches!(key.as_str(), "ignore_eos" | "min_tokens"))
+                .then_some("--output-tokens (fixed lengths), or --no-ignore-eos to set it yourself")
+        });
+        if let Some(instead) = instead {
+            return Err(usage("--extra-body", format!("`{key}` is set by the client; use {instead}")));
+        }
+    }
+    Ok(())
+}
+
 /// A validated `goodput bench`.
 pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
     let target = match &a.url {
@@ -716,7 +789,10 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
     };
     let extra_body = match &a.extra_body {
         Some(j) => match serde_json::from_str::<serde_json::Value>(j) {
-            Ok(serde_json::Value::Object(m)) => Some(m),
+            Ok(serde_json::Value::Object(m)) => {
+                extra_body_owned_fields(&m, !a.no_ignore_eos)?;
+                Some(m)
+            }
             _ => {
                 return Err(usage("--extra-body", "expected a JSON object, e.g. '{\"temperature\": 0}'"));
             }
@@ -735,12 +811,16 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
             if a.url.is_none() {
                 return Err(usage("--ca-cert", "applies to an https --url"));
             }
-            Some(std::fs::read(p).map_err(|e| usage("--ca-cert", format!("cannot read {}: {e}", p.display())))?)
+            let pem = std::fs::read(p).map_err(|e| usage("--ca-cert", format!("cannot read {}: {e}", p.display())))?;
+            goodput_client::http::ca_certificates(&pem)
+                .map_err(|e| usage("--ca-cert", format!("{}: {e}", p.display())))?;
+            Some(pem)
         }
         None => None,
     };
     let output = output_plan(&a.output)?;
     distinct_files(&load, &a.workload, &output)?;
+    let scrape = scrape_plan(a, &target)?;
     let plan = RunPlan {
         ca_cert: a.ca_cert.clone(),
         target: Some(target),
@@ -756,8 +836,27 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         timeouts: Some(a.timeouts.plan()?),
         slo: slo_plan(&a.slo)?,
         output,
+        scrape,
     };
     Ok(Planned { plan, res, ca_pem, quiet: a.output.quiet, html: a.output.html.clone() })
+}
+
+/// `--scrape-metrics [URL]` and `--scrape-interval`: on for the embedded engine whatever the
+/// flags say (it serves `/metrics` itself), on for a URL only when asked.
+fn scrape_plan(a: &BenchArgs, target: &TargetPlan) -> Result<Option<ScrapePlan>, UsageError> {
+    let interval = parse_duration("--scrape-interval", &a.scrape_interval)?;
+    if interval < Duration::from_millis(10) {
+        return Err(usage("--scrape-interval", "at least 10ms (each scrape is an HTTP request to the server)"));
+    }
+    let url = match &a.scrape_metrics {
+        Some(u) if !u.trim().is_empty() => {
+            goodput_client::http::normalize_base(u).map_err(|e| usage("--scrape-metrics", e))?;
+            Some(u.trim().to_string())
+        }
+        _ => None,
+    };
+    let on = a.scrape_metrics.is_some() || matches!(target, TargetPlan::Embedded { .. });
+    Ok(on.then_some(ScrapePlan { url, interval }))
 }
 
 /// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
@@ -787,6 +886,16 @@ pub fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), 
 }
 
 /// A validated `goodput sim`.
+/// The waiting-queue bound of a simulated offline run without `--max-waiting` (more requests
+/// than one simulated run holds, so none is ever refused for it).
+pub const UNBOUNDED_WAITING: usize = u32::MAX as usize;
+
+/// Everything is sent at once (`--rate inf`, `throughput`), or a sweep that ends with such a stage.
+fn offline_load(load: &LoadPlan) -> bool {
+    matches!(load.profile, Profile::Throughput | Profile::Sweep)
+        || matches!(load.load, Load::Open { arrivals: Arrivals::AllAtOnce, .. })
+}
+
 pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
     if a.api.is_some() {
         return Err(usage(
@@ -794,13 +903,21 @@ pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
             "sim has no API: it simulates the engine, not its HTTP layer (drop --api; bench takes it)",
         ));
     }
+    if a.load.start_at.is_some() {
+        return Err(usage("--start-at", "bench only: a simulation runs in virtual time (--shard works without it)"));
+    }
     let (load, workload, res) = load_and_workload(&a.load, &a.workload)?;
     let max = goodput_stage::MAX_SIM_REQUESTS;
     if load.requests.is_some_and(|n| n > max) {
         return Err(usage("--requests", format!("at most {max} in one simulated run")));
     }
-    let engine = engine_plan(a.model.as_deref(), &a.engine)?;
+    let mut engine = engine_plan(a.model.as_deref(), &a.engine)?;
     check_workload_fits(&engine, &workload)?;
+    // offline throughput (`--rate inf`, and a sweep's throughput stage) queues every request, as
+    // `vllm bench throughput` does: the waiting queue is bounded only when --max-waiting says so
+    if a.engine.max_waiting.is_none() && offline_load(&load) {
+        engine.config.max_waiting = UNBOUNDED_WAITING;
+    }
     let output = output_plan(&a.output)?;
     distinct_files(&load, &a.workload, &output)?;
     let plan = RunPlan {
@@ -818,6 +935,7 @@ pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
         timeouts: None,
         slo: slo_plan(&a.slo)?,
         output,
+        scrape: None,
     };
     Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet, html: a.output.html.clone() })
 }
@@ -878,6 +996,23 @@ mod tests {
         let crate::args::Command::Sim(a) = cli.command else { panic!("sim") };
         let e = super::sim(&a).err().expect("refused").to_string();
         assert!(e.starts_with("--requests:"), "{e}");
+    }
+
+    #[test]
+    fn offline_sim_queues_without_bound_unless_told() {
+        let sim = |args: &[&str]| {
+            let mut v = vec!["goodput", "sim"];
+            v.extend_from_slice(args);
+            let cli = Cli::try_parse_from(v).expect("clap parse");
+            let crate::args::Command::Sim(a) = cli.command else { panic!("sim") };
+            super::sim(&a).map(|p| p.plan.engine.expect("engine").config.max_waiting).expect("plan")
+        };
+        assert_eq!(sim(&["--rate", "inf", "--requests", "10"]), UNBOUNDED_WAITING);
+        assert_eq!(sim(&["--profile", "throughput", "--requests", "10"]), UNBOUNDED_WAITING);
+        // asked for: kept
+        assert_eq!(sim(&["--rate", "inf", "--requests", "10", "--max-waiting", "7"]), 7);
+        // a rate keeps the server's default bound
+        assert_eq!(sim(&["--rate", "5", "--requests", "10"]), 100_000);
     }
 
     #[test]

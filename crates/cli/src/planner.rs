@@ -104,6 +104,9 @@ struct Planned {
     running: BTreeMap<String, f64>,
     target_rate: Option<f64>,
     budget: Option<f64>,
+    seed: u64,
+    /// `--shard I/N`: evaluate only the candidates whose grid index `k` has `k mod N = I`.
+    shard: Option<goodput_workload::Shard>,
     out: Option<PathBuf>,
     html: Option<PathBuf>,
     quiet: bool,
@@ -218,6 +221,10 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         return Err(usage("--budget", "must be dollars per hour above 0"));
     }
     let step_s = plan::parse_duration("--step-time", &a.step_time)?.as_secs_f64();
+    let shard = match &a.shard {
+        Some(s) => Some(s.parse::<goodput_workload::Shard>().map_err(|e| usage("--shard", e))?),
+        None => None,
+    };
     let money = (prices("--price", &a.price, true)?, prices("--purchase", &a.purchase, false)?);
     let running = prices("--running-cost", &a.running_cost, true)?;
     if sim.slo.slo.is_empty() && sim.slo.slo_preset.is_empty() {
@@ -260,6 +267,8 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         running,
         target_rate: a.target_rate,
         budget: a.budget,
+        seed: a.seed,
+        shard,
         out: a.out.clone(),
         html: a.html.clone(),
         quiet: a.quiet,
@@ -336,9 +345,10 @@ fn evaluate(p: &Planned, c: &Candidate, res: &Resources) -> Outcome1 {
 }
 
 /// The priced, explained row of one candidate.
-fn row(p: &Planned, c: &Candidate, o: Outcome1) -> PlanCandidate {
+fn row(p: &Planned, k: usize, c: &Candidate, o: Outcome1) -> PlanCandidate {
     let price = p.prices.get(&c.gpu).copied().or_else(|| lib::default_price(&c.gpu));
     let mut r = PlanCandidate {
+        grid_index: Some(k as u32),
         gpu: c.gpu.clone(),
         tp: c.tp,
         dtype: c.dtype,
@@ -419,6 +429,20 @@ fn row(p: &Planned, c: &Candidate, o: Outcome1) -> PlanCandidate {
     r
 }
 
+/// Ranks `rows` best first ([`rank`]) and returns the cost-vs-p99-latency Pareto front (indices
+/// into the ranked rows): what `goodput plan` does with its candidates, and what `goodput merge`
+/// does with the candidates of a sharded search's shards (given in grid order, as one process
+/// holds them).
+pub(crate) fn rank_and_front(rows: &mut [PlanCandidate], budget: Option<f64>) -> Vec<usize> {
+    rank(rows, budget);
+    let points: Vec<(usize, f64, f64)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.cost_per_m_output?, r.ttft_p99_ms? + r.tpot_p99_ms.unwrap_or(0.0))))
+        .collect();
+    lib::pareto(&points)
+}
+
 /// Best first: serving candidates within budget, by cost per million output tokens (or, without a
 /// price, by goodput per GPU); then over budget; then those that cannot serve.
 fn rank(rows: &mut [PlanCandidate], budget: Option<f64>) {
@@ -457,26 +481,30 @@ fn progress(n: usize, quiet: bool) -> ProgressBar {
 pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
     let p = validate(&a)?;
     let started = Instant::now();
-    let bar = progress(p.candidates.len(), p.quiet);
-    let done = AtomicU64::new(0);
-    let res = p.base.res.clone();
-    let outcomes: Vec<Outcome1> = p
+    // this shard's share of the grid (all of it without --shard): candidate k goes to k mod N
+    let mine: Vec<(usize, &Candidate)> = p
         .candidates
-        .par_iter()
-        .map(|c| {
-            let o = evaluate(&p, c, &res);
-            bar.set_position(done.fetch_add(1, Ordering::Relaxed) + 1);
-            o
-        })
-        .collect();
-    bar.finish_and_clear();
-    let mut rows: Vec<PlanCandidate> = p.candidates.iter().zip(outcomes).map(|(c, o)| row(&p, c, o)).collect();
-    rank(&mut rows, p.budget);
-    let points: Vec<(usize, f64, f64)> = rows
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| Some((i, r.cost_per_m_output?, r.ttft_p99_ms? + r.tpot_p99_ms.unwrap_or(0.0))))
+        .filter(|(k, _)| p.shard.is_none_or(|s| *k as u64 % s.count as u64 == s.index as u64))
         .collect();
+    let bar = progress(mine.len(), p.quiet);
+    let done = AtomicU64::new(0);
+    let res = p.base.res.clone();
+    // on the pool's threads even for one candidate (rayon runs a lone item on the calling thread,
+    // which is inside the async runtime, where the evaluation cannot start its own)
+    let outcomes: Vec<Outcome1> = rayon::scope(|_| {
+        mine.par_iter()
+            .map(|(_, c)| {
+                let o = evaluate(&p, c, &res);
+                bar.set_position(done.fetch_add(1, Ordering::Relaxed) + 1);
+                o
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut rows: Vec<PlanCandidate> = mine.iter().zip(outcomes).map(|((k, c), o)| row(&p, *k, c, o)).collect();
+    let pareto = rank_and_front(&mut rows, p.budget);
     let w = &p.base.plan.workload.spec;
     let report = PlanReport {
         model: p.base.plan.engine.as_ref().map_or_else(String::new, |e| e.config.model.name.clone()),
@@ -495,7 +523,11 @@ pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
         attainment_target: p.attainment,
         target_rate: p.target_rate,
         budget_per_hour: p.budget,
-        pareto: lib::pareto(&points),
+        seed: p.seed,
+        grid_size: Some(p.candidates.len() as u32),
+        shard: p.shard,
+        missing_candidates: Vec::new(),
+        pareto,
         candidates: rows,
         elapsed_s: started.elapsed().as_secs_f64(),
     };
@@ -510,5 +542,7 @@ pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
         let source = p.out.as_deref().and_then(|o| o.file_name()).map(|n| n.to_string_lossy().into_owned());
         crate::output::write_html(path, &doc, source.as_deref().unwrap_or("goodput plan"))?;
     }
-    Ok(if report.candidates.iter().any(|c| c.capacity.is_some()) { Outcome::Ok } else { Outcome::Failed })
+    // a shard's few candidates may all fail to serve: the merged plan gives the answer
+    let serves = report.shard.is_some() || report.candidates.iter().any(|c| c.capacity.is_some());
+    Ok(if serves { Outcome::Ok } else { Outcome::Failed })
 }

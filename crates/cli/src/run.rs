@@ -120,6 +120,7 @@ pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> any
             } else {
                 say!("{}", goodput_render::render_run(command, run));
             }
+            say!("{}", records_note(run));
             say!("{}", stopped_early(run));
         },
     )
@@ -152,6 +153,25 @@ pub fn source_name(p: &Planned, command: &str) -> String {
         .map_or_else(|| format!("goodput {command}"), |n| n.to_string_lossy().into_owned())
 }
 
+/// A line when the result document holds fewer records than the run produced (`--records`).
+pub fn records_note(run: &Run) -> String {
+    match &run.summary.records_kept {
+        Some(k) => format!(
+            "  records      the result document keeps {} of {} records (--records {}{}; the summary counts all){}\n",
+            k.kept,
+            k.total,
+            k.mode,
+            if k.mode == "all" { ": a seeded sample past 100000" } else { "" },
+            if matches!(run.target, goodput_results::Target::Sim { .. }) {
+                ""
+            } else {
+                "; the JSONL log has every one"
+            }
+        ),
+        None => String::new(),
+    }
+}
+
 /// Why a run stopped before its plan's end, when it did.
 pub fn stopped_early(run: &Run) -> String {
     match run.stop {
@@ -159,7 +179,7 @@ pub fn stopped_early(run: &Run) -> String {
         StopReason::Completed
             if matches!(run.target, goodput_results::Target::Sim { .. })
                 && run.plan.load.requests.is_none()
-                && run.requests.len() as u64 >= goodput_stage::MAX_SIM_REQUESTS =>
+                && run.record_count() >= goodput_stage::MAX_SIM_REQUESTS =>
         {
             format!("  stopped early: {} requests, the most one simulated run keeps\n", goodput_stage::MAX_SIM_REQUESTS)
         }

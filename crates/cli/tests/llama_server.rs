@@ -99,6 +99,10 @@ fn check(url: &str, api: &str) {
             "64",
             "--output-tokens",
             "16",
+            // started with --metrics: its /metrics is scraped beside the load
+            "--scrape-metrics",
+            "--scrape-interval",
+            "250ms",
             "--out",
             out.to_str().unwrap(),
             "--html",
@@ -129,11 +133,20 @@ fn check(url: &str, api: &str) {
     let e2e = s["e2e_ms"]["mean"].as_f64().unwrap();
     assert!(ttft < e2e);
     assert!(s["output_throughput"].as_f64().unwrap() > 0.0);
+    // llama.cpp's own counters, scraped during the run
+    let m = &run["server_metrics"];
+    assert_eq!(m["flavour"], "llamacpp", "{api}: {m}");
+    assert_eq!(m["errors"], 0, "{api}: {m}");
+    assert!(m["samples"].as_array().unwrap().len() >= 2, "{api}: {m}");
+    assert_eq!(m["sources"]["running"], "llamacpp:requests_processing");
+    assert_eq!(m["sources"]["generation_tokens"], "llamacpp:tokens_predicted_total");
+    assert!(m["tokens"]["server"].as_f64().unwrap() > 0.0, "{api}: {m}");
     // the report of a real server's run: offline, every client-side chart drawn, and it opens in
     // headless Chromium without errors (no engine charts: the server is not our model)
     let page = std::fs::read_to_string(&html).unwrap();
     assert_offline(&page);
-    let charts: Vec<&str> = RUN_CHARTS.iter().copied().filter(|c| !c.starts_with("chart-engine")).collect();
+    let mut charts: Vec<&str> = RUN_CHARTS.iter().copied().filter(|c| !c.starts_with("chart-engine")).collect();
+    charts.extend(["chart-server-queue", "chart-server-tokens"]);
     assert_charts(&page, &charts);
     browser_check(&html, &format!("llama-{api}-report.png"), &charts);
 }

@@ -212,3 +212,90 @@ fn plan_html_draws_cost_vs_latency() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(chart_points(&std::fs::read_to_string(&again).unwrap(), "chart-plan-cost"), vec![2, 2]);
 }
+
+/// A quick simulated run written to `out` (extra flags appended).
+fn sim_to(out: &std::path::Path, extra: &[&str]) {
+    let mut args = vec![
+        "sim",
+        "--model",
+        "llama-3.2-1b",
+        "--rate",
+        "20",
+        "--requests",
+        "200",
+        "--input-tokens",
+        "256",
+        "--output-tokens",
+        "32",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn compare_html_overlays_the_cdfs_of_each_file() {
+    let dir = temp_dir("report-compare");
+    let (a, b, html) = (dir.join("a.json"), dir.join("b.json"), dir.join("cmp.html"));
+    sim_to(&a, &[]);
+    sim_to(&b, &["--max-num-seqs", "2"]);
+    let o = run(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--html", html.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_offline(&page);
+    let charts = ["chart-cmp-cdf-ttft", "chart-cmp-cdf-tpot", "chart-cmp-cdf-itl", "chart-cmp-cdf-e2e"];
+    assert_charts(&page, &charts);
+    for id in charts {
+        assert_eq!(chart_points(&page, id).len(), 2, "{id}: one series per file");
+    }
+    // the table: the console's numbers, with the interval and verdict of each delta
+    let (a_name, b_name) = (a.display().to_string(), b.display().to_string());
+    assert!(page.contains(&format!("<h2>{b_name} against {a_name} (baseline)</h2>")), "{page}");
+    assert!(page.contains("<th>95% CI of delta</th>"));
+    assert!(page.contains("<td class=\"l\">p99(ttft) ms</td>"));
+    // two sequences at a time on a 20 req/s load: E2E is significantly worse
+    assert!(page.contains("yes, worse") && page.contains("significant regressions: "), "{page}");
+    browser_check(&html, "compare.png", &charts);
+    // --html must not overwrite an input
+    let o = run(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--html", a.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--html"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn sim_html_draws_the_engine_mechanisms_over_time() {
+    let dir = temp_dir("report-mechanisms");
+    let (prefix, spec) = (dir.join("prefix.html"), dir.join("spec.html"));
+    let out = dir.join("r.json");
+    sim_to(
+        &out,
+        &[
+            "--prefix-caching",
+            "on",
+            "--prefix-groups",
+            "2",
+            "--prefix-tokens",
+            "512",
+            "--html",
+            prefix.to_str().unwrap(),
+        ],
+    );
+    let page = std::fs::read_to_string(&prefix).unwrap();
+    assert_charts(&page, &["chart-engine-tokens", "chart-engine-prefix"]);
+    // the counters are in the document's series, after the five gauges
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let series = doc["runs"][0]["engine_stats"]["series"].as_array().unwrap();
+    let last = series.last().unwrap().as_array().unwrap();
+    assert_eq!(last.len(), 12, "{last:?}");
+    assert!(last[7].as_f64().unwrap() > 0.0, "prefix hit tokens: {last:?}");
+    sim_to(
+        &out,
+        &["--prefix-caching", "off", "--speculative", "ngram,k=4,acceptance=0.6", "--html", spec.to_str().unwrap()],
+    );
+    let page = std::fs::read_to_string(&spec).unwrap();
+    assert_charts(&page, &["chart-engine-tokens", "chart-engine-spec", "chart-engine-spec-length"]);
+    assert!(!page.contains("id=\"chart-engine-prefix\""), "no prefix caching, no hit-rate chart");
+}

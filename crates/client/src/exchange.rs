@@ -35,13 +35,50 @@ pub struct Endpoint {
     /// Resend a request that failed before any content arrived, at most this many times (each
     /// failed attempt is kept in the record). 0: every request is sent exactly once.
     pub retries: u32,
+    /// Streams whose body did not end right after `[DONE]` (counted apart from the requests).
+    pub after_done: AfterDone,
+}
+
+/// At most this long (or the idle timeout, if shorter) a background drain waits for a body to
+/// end after `[DONE]` before it drops the connection.
+pub const DONE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Streams that stayed open after `[DONE]`, shared by a run's requests. A request ends at
+/// `[DONE]` (its `end_ms` is `[DONE]`'s arrival, and the load goes on at once); what is left of
+/// its body is drained apart and counted here.
+#[derive(Clone, Debug, Default)]
+pub struct AfterDone {
+    drained: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    left_open: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl AfterDone {
+    /// Streams whose body had not ended by the time `[DONE]` was read (drained in the background:
+    /// most servers' terminating chunk simply arrives a moment later).
+    pub fn drained(&self) -> u64 {
+        self.drained.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Of those, the streams the server had not closed within the grace ([`DONE_GRACE`], or
+    /// the idle timeout if shorter): their connection was dropped.
+    pub fn left_open(&self) -> u64 {
+        self.left_open.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Endpoint {
     /// A run's endpoint: its clock starts now (the runner restarts it when the load begins), and
     /// each request is sent once.
     pub fn new(client: HttpClient, api: Api, timeouts: Timeouts, tokenizer: Tokenizer) -> Self {
-        Endpoint { client, api, timeouts, tokenizer, clock: Clock::start(), retries: 0 }
+        Endpoint {
+            client,
+            api,
+            timeouts,
+            tokenizer,
+            clock: Clock::start(),
+            retries: 0,
+            after_done: AfterDone::default(),
+        }
     }
 }
 
@@ -238,6 +275,7 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
     };
     st.rec.headers_ms = Some(clock.now_ms());
     let status = resp.status();
+    let encoding = content_encoding(resp.headers());
     let mut body = resp.into_body();
 
     if !status.is_success() {
@@ -258,16 +296,28 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         return end(st, ep);
     }
 
+    if let Some(enc) = encoding {
+        // the client asks for `Accept-Encoding: identity`; a compressed stream cannot be
+        // timestamped per event, so it is named rather than decoded
+        st.fail(
+            ErrorClass::MalformedStream,
+            format!(
+                "the response is `Content-Encoding: {enc}`, which was not asked for (the request says \
+                 `Accept-Encoding: identity`): turn compression off for text/event-stream on the server or proxy"
+            ),
+            None,
+        );
+        return end(st, ep);
+    }
+
     let mut decoder = SseDecoder::new();
     let mut events = Vec::new();
     let mut last_bytes = Instant::now();
+    let mut done_at = None;
     // One timer and one cancellation waiter for the whole stream (re-arming them per frame costs
     // more than reading the frame at hundreds of streams). The timer is moved only when it fires.
     let deadline_now = |st: &Stream, last_bytes: Instant| {
-        if st.done {
-            // the stream is complete; give the server a moment to close it
-            (total_deadline.min(last_bytes + to.idle.min(std::time::Duration::from_secs(2))), None)
-        } else if st.rec.event_ms.is_empty() {
+        if st.rec.event_ms.is_empty() {
             (first_deadline, Some(which(first_deadline, ErrorClass::TimeoutFirstToken)))
         } else {
             let d = (last_bytes + to.idle).min(total_deadline);
@@ -311,9 +361,7 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                if !st.done {
-                    st.fail(ErrorClass::StreamEndedEarly, format!("stream broke: {}", error_chain(&e)), None);
-                }
+                st.fail(ErrorClass::StreamEndedEarly, format!("stream broke: {}", error_chain(&e)), None);
                 break;
             }
             Ok(Some(Ok(frame))) => {
@@ -333,6 +381,11 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                 if !keep_going {
                     break;
                 }
+                if st.done {
+                    // the request ends at [DONE]; the rest of the body is not the load's business
+                    done_at = Some(now);
+                    break;
+                }
                 // a deadline only ever moves earlier when the stream changes phase
                 let (deadline, _) = deadline_now(&st, last_bytes);
                 if deadline < armed {
@@ -341,6 +394,11 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                 }
             }
         }
+    }
+    if let Some(at) = done_at {
+        st.rec.end_ms = Some(clock.ms(at));
+        close_after_done(body, to.idle.min(DONE_GRACE), &ep.after_done);
+        return st;
     }
     if st.rec.error.is_none() && !st.done {
         let detail = if decoder.has_partial() { " (mid-event)" } else { "" };
@@ -351,6 +409,48 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         );
     }
     end(st, ep)
+}
+
+/// The response's `Content-Encoding`, unless it is absent or `identity`.
+fn content_encoding(h: &http::HeaderMap) -> Option<String> {
+    let v = h.get(http::header::CONTENT_ENCODING)?;
+    let v = String::from_utf8_lossy(v.as_bytes()).trim().to_string();
+    (!v.is_empty() && !v.eq_ignore_ascii_case("identity")).then_some(v)
+}
+
+/// Reads a body to its end (or its first error).
+async fn drain(body: &mut hyper::body::Incoming) {
+    while let Some(Ok(_)) = body.frame().await {}
+}
+
+/// Lets a stream's body end after `[DONE]` without holding the request: what already arrived
+/// (the terminating chunk usually comes with `[DONE]`) is read at once and the connection goes
+/// back to the pool; otherwise a background task drains the body for up to `grace` and counts
+/// it in `stats`, so a server that keeps streams open after `[DONE]` never holds a user or a
+/// slot of the load (no timer either: a wait here would count against the client).
+fn close_after_done(mut body: hyper::body::Incoming, grace: std::time::Duration, stats: &AfterDone) {
+    use hyper::body::Body as _;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::task::{Context, Poll, Waker};
+    // poll without waiting: only what hyper has already received
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if body.is_end_stream() {
+            return;
+        }
+        match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(_))) => continue,
+            Poll::Ready(None | Some(Err(_))) => return,
+            Poll::Pending => break,
+        }
+    }
+    stats.drained.fetch_add(1, Relaxed);
+    let left_open = std::sync::Arc::clone(&stats.left_open);
+    tokio::spawn(async move {
+        if tokio::time::timeout(grace, drain(&mut body)).await.is_err() {
+            left_open.fetch_add(1, Relaxed);
+        }
+    });
 }
 
 /// Most times one request is resent because its pooled connection had been closed unused (a
@@ -417,9 +517,14 @@ fn failure_before_headers(e: &hyper_util::client::legacy::Error) -> (ErrorClass,
     if e.is_connect() {
         if is_timeout(e) {
             (ErrorClass::TimeoutConnect, "connect timed out")
+        } else if tls_met_plain_http(e) {
+            (ErrorClass::Connect, "cannot connect: the server answered the TLS handshake in plain HTTP (use http://)")
         } else {
             (ErrorClass::Connect, "cannot connect")
         }
+    } else if hyper_error(e).is_some_and(hyper::Error::is_parse) {
+        // e.g. a TLS alert read as a status line: plain HTTP sent to a TLS port
+        (ErrorClass::Connect, "the reply is not HTTP/1.x (a TLS port? use https://)")
     } else if hyper_error(e).is_some_and(hyper::Error::is_incomplete_message) {
         (
             ErrorClass::StreamEndedEarly,
@@ -429,6 +534,13 @@ fn failure_before_headers(e: &hyper_util::client::legacy::Error) -> (ErrorClass,
     } else {
         (ErrorClass::StreamEndedEarly, "connection closed before the response")
     }
+}
+
+/// The TLS handshake read a record that is not TLS: a plain-HTTP server's answer (`HTTP/1.1 400`).
+/// rustls says `InvalidContentType`; the error reaches us boxed inside an I/O error, so it is
+/// recognized by its text.
+fn tls_met_plain_http(e: &(dyn std::error::Error + 'static)) -> bool {
+    error_chain(e).contains("InvalidContentType")
 }
 
 /// The pooled connection was closed before any byte of a response: hyper gave the request back

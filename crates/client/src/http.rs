@@ -133,22 +133,28 @@ pub fn normalize_base(url: &str) -> Result<String, UrlError> {
     Ok(trimmed.to_string())
 }
 
+/// The certificates in a PEM file (at least one), or why there are none: the check behind
+/// `--ca-cert`, made before a run starts.
+pub fn ca_certificates(pem: &[u8]) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot read the CA certificate: {e}"))?;
+    if certs.is_empty() {
+        return Err("no PEM certificate (-----BEGIN CERTIFICATE-----) found in the CA file".into());
+    }
+    Ok(certs)
+}
+
 /// TLS with the Mozilla roots (compiled in: nothing is read or fetched at run time), plus any
 /// extra roots given as PEM (a private CA).
 fn tls_config(extra_roots_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, ClientError> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(pem) = extra_roots_pem {
-        let mut added = 0;
-        for cert in CertificateDer::pem_slice_iter(pem) {
-            let cert = cert.map_err(|e| ClientError::Tls(format!("cannot read the CA certificate: {e}")))?;
+        for cert in ca_certificates(pem).map_err(ClientError::Tls)? {
             roots.add(cert).map_err(|e| ClientError::Tls(format!("cannot use the CA certificate: {e}")))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(ClientError::Tls("no PEM certificate found in the CA file".into()));
         }
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
@@ -222,7 +228,11 @@ impl HttpClient {
             b = b.header(header::CONNECTION, "close");
         }
         if !body.is_empty() {
-            b = b.header(header::CONTENT_TYPE, "application/json").header(header::ACCEPT, "text/event-stream");
+            // a compressed stream cannot be timestamped per event: ask for none
+            b = b
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "text/event-stream")
+                .header(header::ACCEPT_ENCODING, "identity");
         }
         if let Some(a) = &self.auth {
             b = b.header(header::AUTHORIZATION, a.clone());

@@ -8,7 +8,8 @@
 //! - [`exchange`]: one request, measured and classified;
 //! - [`bookkeeping`]: token counting and record finishing, off the load loop;
 //! - [`lag`]: the runtime-lag probe (how late the async runtime runs what is ready);
-//! - [`runner`]: drives the load state machine on the wall clock.
+//! - [`runner`]: drives the load state machine on the wall clock;
+//! - [`scrape`]: the server's Prometheus metrics, scraped beside the load (`--scrape-metrics`).
 
 pub mod bookkeeping;
 pub mod conn;
@@ -18,6 +19,7 @@ pub mod lag;
 pub mod openai;
 pub mod priority;
 pub mod runner;
+pub mod scrape;
 pub mod sse;
 
 pub use exchange::{Endpoint, Exchange, execute};
@@ -26,6 +28,7 @@ pub use goodput_workload::Load;
 pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
 pub use openai::Api;
 pub use runner::{Counters, Observer, RunConfig, RunOutcome, run};
+pub use scrape::{ScrapeConfig, Scraper};
 
 /// Why a client could not be set up or a server not used.
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,8 @@
 //! the classification of each streamed chunk.
 
 use goodput_workload::Message;
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -68,47 +70,101 @@ pub struct Chunk {
     pub id: Option<String>,
 }
 
+/// A string field borrowed from the event's data when it has no escapes (no allocation), owned
+/// otherwise. (serde borrows a `Cow` only as a field of its own, not inside an `Option`.)
 #[derive(Deserialize)]
-struct RawChunk {
-    /// Any JSON: some servers send a number; a type we do not use must not fail the stream.
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    choices: Vec<RawChoice>,
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+#[derive(Deserialize)]
+struct RawChunk<'a> {
+    /// Kept as text whatever its JSON type (a number, an object).
+    #[serde(default, borrow, deserialize_with = "any_as_text")]
+    id: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    choices: Vec<RawChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<Value>,
-    /// vLLM-style top-level error objects: `{"object": "error", "message": ...}`.
-    #[serde(default)]
-    object: Option<String>,
+    #[serde(default, borrow)]
+    object: Option<Text<'a>>,
     #[serde(default)]
     message: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct RawChoice {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    delta: Option<RawDelta>,
+struct RawChoice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<RawDelta<'a>>,
     #[serde(default)]
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct RawDelta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
+struct RawDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Text<'a>>,
     #[serde(default)]
     tool_calls: Option<Vec<Value>>,
 }
 
-/// A stream event whose payload is not a chunk: the stream is malformed.
+/// Any JSON value as text: a string as itself (borrowed when it can be), `null` as absent, any
+/// other value as its JSON.
+fn any_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Text<'de>>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<Text<'de>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Borrowed(v))))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Owned(v.to_string()))))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Owned(v))))
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Owned(v.to_string()))))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Owned(v.to_string()))))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Owned(v.to_string()))))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(Text(Cow::Owned(Value::from(v).to_string()))))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+            let v = Value::deserialize(serde::de::value::SeqAccessDeserializer::new(a))?;
+            Ok(Some(Text(Cow::Owned(v.to_string()))))
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+            let v = Value::deserialize(serde::de::value::MapAccessDeserializer::new(a))?;
+            Ok(Some(Text(Cow::Owned(v.to_string()))))
+        }
+    }
+    d.deserialize_option(V)
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("invalid JSON in stream event ({source}): {excerpt}")]
 pub struct ChunkError {
@@ -121,23 +177,20 @@ pub struct ChunkError {
 pub fn parse_chunk(data: &str) -> Result<Chunk, ChunkError> {
     let raw: RawChunk = serde_json::from_str(data)
         .map_err(|source| ChunkError { excerpt: data.chars().take(120).collect(), source })?;
-    let id = raw.id.map(|v| match v {
-        Value::String(s) => s,
-        other => other.to_string(),
-    });
+    let id = raw.id.map(|t| t.0.into_owned());
     let mut c = Chunk { usage: raw.usage, id, ..Default::default() };
     if let Some(e) = raw.error.filter(|e| !e.is_null()) {
         c.error = Some(error_text(&e));
-    } else if raw.object.as_deref() == Some("error") {
+    } else if raw.object.as_ref().is_some_and(|o| o.0 == "error") {
         c.error = Some(raw.message.unwrap_or_else(|| "error object in stream".into()));
     }
     for ch in raw.choices {
         if let Some(t) = ch.text {
-            c.text.push_str(&t);
+            push_text(&mut c.text, t.0);
         }
         if let Some(d) = ch.delta {
             for t in [d.reasoning_content, d.reasoning, d.content].into_iter().flatten() {
-                c.text.push_str(&t);
+                push_text(&mut c.text, t.0);
             }
             for call in d.tool_calls.unwrap_or_default() {
                 let f = &call["function"];
@@ -159,6 +212,14 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, ChunkError> {
     }
     c.is_content |= !c.text.is_empty();
     Ok(c)
+}
+
+/// Appends `t` to `text`, taking an owned string as it is when `text` is still empty.
+fn push_text(text: &mut String, t: Cow<'_, str>) {
+    match t {
+        Cow::Owned(o) if text.is_empty() => *text = o,
+        t => text.push_str(&t),
+    }
 }
 
 fn error_text(e: &Value) -> String {
@@ -207,6 +268,17 @@ mod tests {
         assert_eq!(c.id.as_deref(), Some("cmpl-1"));
         let c = parse_chunk(r#"{"id":7,"choices":[{"text":" a"}]}"#).unwrap();
         assert_eq!((c.id.as_deref(), c.is_content), (Some("7"), true));
+    }
+
+    #[test]
+    fn borrowed_and_escaped_text_parse_alike() {
+        // escapes force an owned string; plain text is borrowed; both give the same chunk
+        let c = parse_chunk(r#"{"id":null,"choices":[{"text":"a\"b\n\u00e9"}]}"#).unwrap();
+        assert_eq!((c.text.as_str(), c.id.as_deref()), ("a\"b\né", None));
+        let c = parse_chunk(r#"{"id":{"k":1},"choices":[{"delta":{"reasoning":"r","content":"c\t"}}]}"#).unwrap();
+        assert_eq!((c.text.as_str(), c.id.as_deref()), ("rc\t", Some(r#"{"k":1}"#)));
+        let c = parse_chunk(r#"{"id":1.5,"object":"error","message":"m"}"#).unwrap();
+        assert_eq!((c.id.as_deref(), c.error.as_deref()), (Some("1.5"), Some("m")));
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct RunConfig {
     #[serde(skip)]
     pub send_seed: bool,
     pub seed: u64,
+    /// Send only this shard's slice of the schedule (`--shard I/N`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<goodput_workload::Shard>,
 }
 
 impl RunConfig {
@@ -69,6 +72,7 @@ impl RunConfig {
             extra_body: None,
             send_seed: false,
             seed: 0,
+            shard: None,
         }
     }
 
@@ -124,6 +128,10 @@ pub struct RunOutcome {
     pub bookkeeping: BookStats,
     /// How late the runtime woke, every [`crate::lag::PERIOD`] of the load, ms.
     pub runtime_lag_ms: Vec<f64>,
+    /// Streams whose body had not ended right after `[DONE]` (drained apart from the load), and
+    /// of those the ones still open when the grace ran out ([`crate::exchange::AfterDone`]).
+    pub streams_open_after_done: u64,
+    pub streams_left_open: u64,
 }
 
 /// Sessions the generator thread prepares ahead of the load.
@@ -272,7 +280,7 @@ pub async fn run(
         let out = Arc::clone(&out);
         Bookkeeper::start(ep.tokenizer.clone(), Arc::new(move |rec| out.record(rec)))
     };
-    let machine = LoadMachine::new(&cfg.load, cfg.bounds(), cfg.seed, Box::new(Prepared(gen_rx)), true);
+    let machine = LoadMachine::sharded(&cfg.load, cfg.bounds(), cfg.seed, Box::new(Prepared(gen_rx)), true, cfg.shard);
     let shared = Arc::new(Shared {
         ep,
         cfg: cfg.clone(),
@@ -332,6 +340,8 @@ pub async fn run(
         clock: shared.ep.clock,
         bookkeeping,
         runtime_lag_ms,
+        streams_open_after_done: shared.ep.after_done.drained(),
+        streams_left_open: shared.ep.after_done.left_open(),
     }
 }
 

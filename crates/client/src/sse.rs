@@ -50,26 +50,33 @@ impl SseDecoder {
                 self.buf.drain(..3);
             }
         }
+        // the buffer is taken out while its lines are handed to `line` (which needs `&mut self`),
+        // so that a line is borrowed, not copied (no allocation unless it is invalid UTF-8)
+        let buf = std::mem::take(&mut self.buf);
         let mut start = 0;
         let mut i = self.scanned;
-        while i < self.buf.len() {
-            let b = self.buf[i];
+        while i < buf.len() {
             if self.after_cr && i == start {
                 self.after_cr = false;
-                if b == b'\n' {
+                if buf[i] == b'\n' {
                     start += 1;
                     i += 1;
                     continue;
                 }
             }
-            if b == b'\n' || b == b'\r' {
-                let line = String::from_utf8_lossy(&self.buf[start..i]).into_owned();
-                self.line(&line, out);
-                self.after_cr = b == b'\r';
-                start = i + 1;
+            match buf[i..].iter().position(|&b| b == b'\n' || b == b'\r') {
+                None => break,
+                Some(k) => {
+                    let end = i + k;
+                    let line = String::from_utf8_lossy(&buf[start..end]);
+                    self.line(&line, out);
+                    self.after_cr = buf[end] == b'\r';
+                    start = end + 1;
+                    i = start;
+                }
             }
-            i += 1;
         }
+        self.buf = buf;
         self.buf.drain(..start);
         self.scanned = self.buf.len();
     }

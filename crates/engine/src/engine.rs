@@ -150,7 +150,11 @@ pub struct EngineStats {
     /// Prefix-cache lookups, hits and evictions (blocks), when prefix caching is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<CacheCounters>,
-    /// Downsampled state over time: `[t_s, running, waiting, kv_utilization, kv_used_share]`.
+    /// Downsampled state over time, one row per sample: `[t_s, running, waiting,
+    /// kv_utilization, kv_used_share, preemptions, prefix_queried_tokens, prefix_hit_tokens,
+    /// spec_verified_steps, spec_drafted_tokens, spec_accepted_tokens, generated_tokens]`; the
+    /// last seven are cumulative counters since the start (rates are their differences).
+    /// Documents written before the counters existed have the first five columns only.
     pub series: Vec<Vec<f64>>,
     /// A deployment of several engines: each engine's own statistics.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -166,6 +170,9 @@ pub struct EngineStats {
     pub transfers: Option<crate::cluster::TransferStats>,
     #[serde(skip)]
     series_every: u64,
+    /// Output tokens emitted so far (the series' `generated_tokens` column).
+    #[serde(skip)]
+    generated: u64,
     #[serde(skip)]
     sums: [f64; 7],
 }
@@ -408,6 +415,7 @@ impl Engine {
             shape.sampled += u64::from(!was_decode);
             let n = 1 + accepted;
             seq.generated += n;
+            self.stats.generated += u64::from(n);
             let done = seq.generated >= seq.target;
             emitted.push(Emit { seq: seq.id, tokens: n, finished: done });
             if caching {
@@ -487,7 +495,22 @@ impl Engine {
         st.max_kv_utilization = st.max_kv_utilization.max(util);
         // keep at most ~512 samples: halve the series and double the stride when full
         if st.steps.is_multiple_of(st.series_every) {
-            st.series.push(vec![now_s, running, waiting, util, used_share]);
+            let kv = &core.kv.counters;
+            let block = self.cfg.block_size as f64;
+            st.series.push(vec![
+                now_s,
+                running,
+                waiting,
+                util,
+                used_share,
+                core.preemptions as f64,
+                kv.queried_blocks as f64 * block,
+                kv.hit_blocks as f64 * block,
+                st.spec_drafts as f64,
+                st.spec_draft_tokens as f64,
+                st.spec_accepted_tokens as f64,
+                st.generated as f64,
+            ]);
             if st.series.len() >= 1024 {
                 st.series = st.series.iter().step_by(2).cloned().collect();
                 st.series_every *= 2;

@@ -92,6 +92,6 @@ pub enum Reject {
     OverBudget { tokens: u64, limit: u64 },
     #[error("the request needs {tokens} tokens of KV cache but the engine holds only {limit}")]
     OverCapacity { tokens: u64, limit: u64 },
-    #[error("the waiting queue is full ({limit} requests)")]
+    #[error("the waiting queue is full ({limit} requests waiting; --max-waiting raises the bound)")]
     QueueFull { limit: usize },
 }

@@ -5,11 +5,14 @@
 //! in `docs/metrics.md`, and each has a unit test on values computed by hand.
 
 pub mod confidence;
+pub mod events;
 pub mod record;
 pub mod request;
 pub mod selfcheck;
+pub mod sketch;
 pub mod slo;
 pub mod stats;
+pub mod stream;
 pub mod summary;
 pub mod tokens;
 pub mod trend;
@@ -34,7 +37,8 @@ pub use record::{Attempt, ErrorClass, RequestError, RequestRecord, StopReason, T
 pub use request::RequestMetrics;
 pub use selfcheck::{Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 pub use slo::{Slo, SloSummary, SloVerdict, Smoothing};
-pub use stats::{Distribution, PercentileMethod, Samples};
+pub use stats::{DEFAULT_EXACT_LIMIT, Distribution, Estimate, EstimateMethod, PercentileMethod, Samples};
+pub use stream::{Collector, DEFAULT_RECORD_CAP, RecordsKept, RecordsMode};
 pub use summary::{
     ClientVerdict, ClosedLoop, Edge, LoadCheck, Summary, SummaryOptions, Warning, WarningCode, Window, summarize,
 };

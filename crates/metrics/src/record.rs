@@ -113,6 +113,9 @@ pub struct RequestRecord {
     /// The closed-loop user that sent it (0-based).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<u32>,
+    /// The shard that sent it (`--shard I/N`: `I`); its `id` is then the global id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
     /// `a`: when the schedule said the request should start (for a closed loop: when its user's
     /// previous request ended, plus any think time).
     pub scheduled_ms: f64,
@@ -123,9 +126,16 @@ pub struct RequestRecord {
     pub sent_ms: Option<f64>,
     /// When the response headers arrived.
     pub headers_ms: Option<f64>,
-    /// `c1..cK`: arrival time of each content event.
+    /// `c1..cK`: arrival time of each content event (a plain array, or in large documents the
+    /// compact `{start, d_us}` form: see [`crate::events`]).
+    #[serde(serialize_with = "crate::events::serialize_times", deserialize_with = "crate::events::deserialize_times")]
     pub event_ms: Vec<f64>,
-    /// `m1..mK`: tokens carried by each content event (sums to `output_tokens`).
+    /// `m1..mK`: tokens carried by each content event (sums to `output_tokens`); a plain array,
+    /// or run-length `{runs}` pairs in large documents.
+    #[serde(
+        serialize_with = "crate::events::serialize_tokens",
+        deserialize_with = "crate::events::deserialize_tokens"
+    )]
     pub event_tokens: Vec<u32>,
     /// Where `event_tokens` came from: the server's per-chunk usage, or our apportioning rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]

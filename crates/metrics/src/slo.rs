@@ -90,9 +90,15 @@ impl fmt::Display for Predicate {
     }
 }
 
-/// `200ms`, `2s`, `1.5s`, or a bare number of milliseconds.
+/// `200ms`, `2s`, `1.5s`, or a bare number of milliseconds. Milliseconds (the display form) are
+/// read as they are: converted through seconds, `5545282.23977744ms` would come back one ulp off
+/// and an SLO would not round-trip through its text (found by `fuzz_slo`).
 fn parse_ms(s: &str) -> Option<f64> {
-    crate::units::seconds(s, 0.001).map(|v| v * 1000.0)
+    let t = s.trim();
+    match t.strip_suffix("ms").unwrap_or(t).trim().parse::<f64>() {
+        Ok(ms) => Some(ms).filter(|v| v.is_finite() && (0.0..=crate::units::MAX_SECONDS * 1000.0).contains(v)),
+        Err(_) => crate::units::seconds(t, 0.001).map(|v| v * 1000.0),
+    }
 }
 
 impl FromStr for Predicate {

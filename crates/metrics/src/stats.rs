@@ -6,8 +6,18 @@
 //!
 //! Percentiles default to NumPy's `linear` method (interpolation between closest ranks);
 //! [`PercentileMethod::NearestRank`] gives the classic `ceil(p·n)`-th smallest value.
+//!
+//! Memory is bounded: past [`DEFAULT_EXACT_LIMIT`] entries (or the limit given to
+//! [`Samples::with_limit`]) the samples fold into a [`Sketch`] whose percentiles (and confidence
+//! interval bounds) are within [`DEFAULT_RELATIVE_ERROR`] of the exact ones; the described
+//! [`Distribution`] then says so in its `estimate` field. Below the limit nothing changes.
 
 use serde::{Deserialize, Serialize};
+
+use crate::sketch::{DEFAULT_RELATIVE_ERROR, Sketch};
+
+/// Entries a [`Samples`] keeps exactly before it switches to a sketch (1M per metric: 16 MB).
+pub const DEFAULT_EXACT_LIMIT: usize = 1_000_000;
 
 /// How a percentile is read off the sorted samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,11 +62,56 @@ impl PercentileMethod {
 pub struct Samples {
     items: Vec<(f64, u64)>,
     sorted: bool,
+    /// Entries kept exactly; 0 means [`DEFAULT_EXACT_LIMIT`].
+    limit: usize,
+    /// Once more than `limit` entries came: every sample so far, sketched (`items` is then empty).
+    sketch: Option<Box<Sketch>>,
 }
 
 impl Samples {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Keeps at most `limit` entries exactly (at least 1), then sketches.
+    pub fn with_limit(limit: usize) -> Self {
+        Samples { limit: limit.max(1), ..Self::default() }
+    }
+
+    fn limit(&self) -> usize {
+        if self.limit == 0 { DEFAULT_EXACT_LIMIT } else { self.limit }
+    }
+
+    /// Whether the samples were folded into a sketch (percentiles are then estimates).
+    pub fn is_sketched(&self) -> bool {
+        self.sketch.is_some()
+    }
+
+    /// Adds every sample of `other` (a sketch if either is one, or if the union passes the limit).
+    pub fn merge(&mut self, other: &Samples) {
+        match &other.sketch {
+            Some(o) => {
+                self.fold_into_sketch();
+                self.sketch.as_mut().expect("sketched").merge(o);
+            }
+            None => {
+                for &(v, w) in &other.items {
+                    self.push_weighted(v, w);
+                }
+            }
+        }
+    }
+
+    fn fold_into_sketch(&mut self) {
+        if self.sketch.is_none() {
+            let mut k = Sketch::new(DEFAULT_RELATIVE_ERROR);
+            for &(v, w) in &self.items {
+                k.add(v, w);
+            }
+            self.items = Vec::new();
+            self.sorted = false;
+            self.sketch = Some(Box::new(k));
+        }
     }
 
     /// Adds one observation. Non-finite values are ignored (they cannot be ranked).
@@ -69,17 +124,27 @@ impl Samples {
         if weight == 0 || !value.is_finite() {
             return;
         }
+        if let Some(k) = &mut self.sketch {
+            k.add(value, weight);
+            return;
+        }
         self.items.push((value, weight));
         self.sorted = false;
+        if self.items.len() > self.limit() {
+            self.fold_into_sketch();
+        }
     }
 
     /// Total weight (the number of observations in the expanded vector).
     pub fn count(&self) -> u64 {
-        self.items.iter().map(|&(_, w)| w).sum()
+        match &self.sketch {
+            Some(k) => k.count(),
+            None => self.items.iter().map(|&(_, w)| w).sum(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.count() == 0
     }
 
     fn sort(&mut self) {
@@ -109,6 +174,9 @@ impl Samples {
 
     /// One percentile, `p` in `[0, 1]`. `None` when there are no samples.
     pub fn percentile(&mut self, p: f64, method: PercentileMethod) -> Option<f64> {
+        if let Some(k) = &self.sketch {
+            return sketch_percentile(k, p, method);
+        }
         self.sort();
         let cumulative = self.cumulative();
         percentile_sorted(self, &cumulative, p, method)
@@ -119,6 +187,9 @@ impl Samples {
         let n = self.count();
         if n == 0 {
             return Distribution::default();
+        }
+        if let Some(k) = &self.sketch {
+            return describe_sketch(k, method);
         }
         self.sort();
         let cumulative = self.cumulative();
@@ -145,10 +216,12 @@ impl Samples {
             p90_ci: ci(0.90),
             p95_ci: ci(0.95),
             p99_ci: ci(0.99),
+            estimate: None,
         }
     }
 
-    /// The sorted, expanded-order values with their weights (for confidence intervals and plots).
+    /// The sorted, expanded-order values with their weights (for confidence intervals and plots);
+    /// empty once the samples were sketched.
     pub fn sorted_items(&mut self) -> &[(f64, u64)] {
         self.sort();
         &self.items
@@ -163,6 +236,76 @@ impl FromIterator<f64> for Samples {
         }
         s
     }
+}
+
+/// A percentile read off a sketch: the same ranks as the exact method, each rank's value within
+/// the sketch's relative error.
+fn sketch_percentile(k: &Sketch, p: f64, method: PercentileMethod) -> Option<f64> {
+    let n = k.count();
+    if n == 0 {
+        return None;
+    }
+    let p = p.clamp(0.0, 1.0);
+    match method {
+        PercentileMethod::Linear => {
+            let h = (n - 1) as f64 * p;
+            let lo = h.floor() as u64;
+            let frac = h - lo as f64;
+            let a = k.value_at_rank(lo)?;
+            if frac == 0.0 || lo + 1 >= n {
+                return Some(a);
+            }
+            let b = k.value_at_rank(lo + 1)?;
+            Some(a + frac * (b - a))
+        }
+        PercentileMethod::NearestRank => {
+            let rank = ((p * n as f64).ceil() as u64).clamp(1, n);
+            k.value_at_rank(rank - 1)
+        }
+    }
+}
+
+fn describe_sketch(k: &Sketch, method: PercentileMethod) -> Distribution {
+    let n = k.count();
+    let q = |p| sketch_percentile(k, p, method);
+    let ci = |p| {
+        let (l, u) = crate::confidence::quantile_ranks(n, p, 0.05);
+        Some([l.and_then(|r| k.value_at_rank(r - 1)), u.and_then(|r| k.value_at_rank(r - 1))])
+    };
+    Distribution {
+        n,
+        mean: k.mean(),
+        std: k.std(),
+        min: k.min(),
+        max: k.max(),
+        p50: q(0.50),
+        p90: q(0.90),
+        p95: q(0.95),
+        p99: q(0.99),
+        p99_9: q(0.999),
+        p50_ci: ci(0.50),
+        p90_ci: ci(0.90),
+        p95_ci: ci(0.95),
+        p99_ci: ci(0.99),
+        estimate: Some(Estimate { method: EstimateMethod::LogLinear, relative_error: k.relative_error() }),
+    }
+}
+
+/// How a distribution's percentiles were computed when not exactly (absent: exact).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub method: EstimateMethod,
+    /// Every percentile and confidence bound is within this fraction of the exact value's
+    /// magnitude (count, min, max and mean are exact).
+    pub relative_error: f64,
+}
+
+/// The sketch a distribution was estimated with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EstimateMethod {
+    /// A log-linear bucket sketch (as HDR histograms) kept past the exact-sample limit.
+    LogLinear,
 }
 
 fn percentile_sorted(s: &Samples, cumulative: &[u64], p: f64, method: PercentileMethod) -> Option<f64> {
@@ -212,6 +355,10 @@ pub struct Distribution {
     pub p95_ci: Option<[Option<f64>; 2]>,
     #[serde(default)]
     pub p99_ci: Option<[Option<f64>; 2]>,
+    /// Present when the samples passed the exact-sample limit (1M entries per metric) and were
+    /// sketched: the method and its relative error bound. Absent: every statistic is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
 }
 
 #[cfg(test)]
@@ -300,6 +447,68 @@ mod tests {
         let d = s.describe(PercentileMethod::Linear);
         close(d.p99, 3.0);
         close(d.std, 0.0);
+    }
+
+    #[test]
+    fn switches_to_a_sketch_past_the_limit() {
+        // 1..=1000 ms, exact limit 100 entries: sketched, within 1% of NumPy's values
+        let mut small = Samples::with_limit(100);
+        let mut exact = Samples::new();
+        for k in 1..=1000 {
+            small.push(k as f64);
+            exact.push(k as f64);
+        }
+        assert!(small.is_sketched() && !exact.is_sketched());
+        let (a, e) = (small.describe(PercentileMethod::Linear), exact.describe(PercentileMethod::Linear));
+        assert_eq!(a.n, 1000);
+        assert_eq!(e.estimate, None);
+        let est = a.estimate.expect("sketched distributions say so");
+        assert_eq!(est.method, EstimateMethod::LogLinear);
+        assert_eq!(est.relative_error, 1.0 / 128.0);
+        // exact: p50 = 500.5, p99 = 990.01, mean 500.5, min 1, max 1000
+        close(e.p50, 500.5);
+        close(e.p99, 990.01);
+        for (x, y) in [(a.p50, e.p50), (a.p90, e.p90), (a.p99, e.p99), (a.p99_9, e.p99_9)] {
+            let (x, y) = (x.unwrap(), y.unwrap());
+            assert!((x - y).abs() <= 0.01 * y, "{x} vs {y}");
+        }
+        close(a.mean, 500.5);
+        close(a.min, 1.0);
+        close(a.max, 1000.0);
+        assert!((a.std.unwrap() - e.std.unwrap()).abs() < 1e-6);
+        let (ci, ce) = (a.p99_ci.unwrap(), e.p99_ci.unwrap());
+        for (x, y) in [(ci[0], ce[0]), (ci[1], ce[1])] {
+            let (x, y) = (x.unwrap(), y.unwrap());
+            assert!((x - y).abs() <= 0.01 * y, "CI bound {x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn below_the_limit_nothing_changes() {
+        let mut a = Samples::with_limit(6);
+        let mut b = Samples::new();
+        for v in [10.0, 20.0, 35.0, 50.0, 100.0, 7.0] {
+            a.push(v);
+            b.push(v);
+        }
+        assert!(!a.is_sketched());
+        assert_eq!(a.describe(PercentileMethod::Linear), b.describe(PercentileMethod::Linear));
+    }
+
+    #[test]
+    fn merge_of_samples() {
+        let mut a: Samples = [1.0, 2.0].into_iter().collect();
+        let b: Samples = [3.0, 4.0].into_iter().collect();
+        a.merge(&b);
+        close(a.percentile(0.5, PercentileMethod::Linear), 2.5);
+        // an exact set merged with a sketched one becomes a sketch of the union
+        let mut s = Samples::with_limit(1);
+        s.push(5.0);
+        s.push(6.0);
+        a.merge(&s);
+        assert!(a.is_sketched());
+        assert_eq!(a.count(), 6);
+        close(a.describe(PercentileMethod::Linear).max, 6.0);
     }
 
     proptest::proptest! {

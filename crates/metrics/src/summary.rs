@@ -40,7 +40,9 @@ pub struct SummaryOptions {
     pub compare_input_counts: bool,
     /// Output lengths were forced (`ignore_eos`): a different received length is worth a warning.
     pub expect_exact_output: bool,
-    /// Schedule lag p99 above this (ms) marks an open-loop run client-bound.
+    /// The floor of the schedule-lag limit (ms): an open-loop run is client-bound when schedule
+    /// lag p99 exceeds the larger of this and [`LAG_SHARE_OF_TTFT`] of TTFT p50
+    /// ([`schedule_lag_limit_ms`]).
     pub lag_limit_ms: f64,
     /// A closed loop: the self-check looks at the time each user spends between a reply's end
     /// and its next send (`worker_gap_ms`) and at the users kept busy, instead of schedule lag.
@@ -126,6 +128,15 @@ pub enum WarningCode {
     FewSamples,
     /// Some requests failed.
     FailedRequests,
+    /// Some scrapes of the server's metrics failed (`--scrape-metrics`; the run is unaffected).
+    ScrapeFailed,
+    /// The server's generated-token counter grew by more than 5% more or less than the client
+    /// counted (`--scrape-metrics`).
+    ServerTokenMismatch,
+    /// Merged shards started more than 1 ms apart (`goodput merge`).
+    ShardStartSpread,
+    /// A partial merge (`goodput merge --allow-partial`): some shards are missing.
+    ShardsMissing,
 }
 
 impl WarningCode {
@@ -140,6 +151,10 @@ impl WarningCode {
             WarningCode::OutputLength => "output_length",
             WarningCode::FewSamples => "few_samples",
             WarningCode::FailedRequests => "failed_requests",
+            WarningCode::ScrapeFailed => "scrape_failed",
+            WarningCode::ServerTokenMismatch => "server_token_mismatch",
+            WarningCode::ShardStartSpread => "shard_start_spread",
+            WarningCode::ShardsMissing => "shards_missing",
         }
     }
 }
@@ -270,6 +285,10 @@ pub struct Summary {
     /// Measured requests whose client-side token counts were skipped (`counts_skipped`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub counts_skipped: u64,
+    /// Present when the result document holds fewer records than the run produced
+    /// (`--records`): the mode, records kept and records summarized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_kept: Option<crate::stream::RecordsKept>,
     /// SLO attainment and goodput, when an SLO was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloSummary>,
@@ -315,7 +334,7 @@ pub fn measurement_window(records: &[RequestRecord], opts: &SummaryOptions) -> (
     (window, measured)
 }
 
-fn is_cancelled(r: &RequestRecord) -> bool {
+pub(crate) fn is_cancelled(r: &RequestRecord) -> bool {
     r.error.as_ref().is_some_and(|e| e.class == ErrorClass::Cancelled)
 }
 
@@ -337,47 +356,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         if let Some(t) = r.sent_ms {
             sends.push((r.scheduled_ms, t, t - r.cap_wait_ms));
         }
-        let lat = RequestMetrics::of(r);
-        if let Some(v) = lat.schedule_lag {
-            d.schedule_lag.push(v);
-        }
-        if let Some(v) = lat.client_queue {
-            d.client_queue.push(v);
-        }
-        match &r.error {
-            Some(e) => {
-                s.failed += 1;
-                *s.failed_by_class.entry(e.class).or_default() += 1;
-                continue;
-            }
-            None => s.completed += 1,
-        }
-        let push = |x: &mut Samples, v: Option<f64>| {
-            if let Some(v) = v {
-                x.push(v)
-            }
-        };
-        push(&mut d.ttft, lat.ttft);
-        match r.turn {
-            Some(0) => push(&mut d.ttft_first, lat.ttft),
-            Some(_) => push(&mut d.ttft_later, lat.ttft),
-            None => {}
-        }
-        push(&mut d.ttft_sched, lat.ttft_sched);
-        push(&mut d.tpot, lat.tpot);
-        push(&mut d.itl_max, lat.itl_max);
-        push(&mut d.e2e, lat.e2e);
-        push(&mut d.e2e_sched, lat.e2e_sched);
-        push(&mut d.stream_close, lat.stream_close);
-        push(&mut d.normalized, lat.normalized);
-        for (v, w) in itl_samples(r) {
-            d.itl.push_weighted(v, w);
-        }
-        for g in chunk_gaps(r) {
-            d.chunk_itl.push(g);
-        }
-        check_counts(&mut s.token_counts, r);
-        s.counts_skipped += u64::from(r.counts_skipped);
+        d.add(&mut s, r);
     }
 
     // Throughput: tokens and completions inside the window, from every successful record.
@@ -436,18 +415,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.offered_rate = opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| opts.offered_is_drawn));
 
     let m = opts.percentiles;
-    s.ttft_ms = d.ttft.describe(m);
-    s.ttft_sched_ms = d.ttft_sched.describe(m);
-    s.tpot_ms = d.tpot.describe(m);
-    s.itl_ms = d.itl.describe(m);
-    s.chunk_itl_ms = d.chunk_itl.describe(m);
-    s.itl_max_ms = d.itl_max.describe(m);
-    s.e2e_ms = d.e2e.describe(m);
-    s.e2e_sched_ms = d.e2e_sched.describe(m);
-    s.stream_close_ms = d.stream_close.describe(m);
-    s.normalized_ms = d.normalized.describe(m);
-    s.client_queue_ms = d.client_queue.describe(m);
-    s.schedule_lag_ms = d.schedule_lag.describe(m);
+    d.describe_into(&mut s, m, records.iter().any(|r| r.turn.is_some()));
     if let Some(users) = opts.closed_loop {
         let (mut gaps, check) = load_check(records, users);
         s.worker_gap_ms = gaps.describe(m);
@@ -455,10 +423,6 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     }
     s.runtime_lag_ms = opts.runtime_lag;
     s.bookkeeping = opts.bookkeeping;
-    if records.iter().any(|r| r.turn.is_some()) {
-        s.ttft_first_turn_ms = Some(d.ttft_first.describe(m));
-        s.ttft_later_turns_ms = Some(d.ttft_later.describe(m));
-    }
     for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
         if c.server_total > 0 {
             c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
@@ -473,8 +437,10 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s
 }
 
+/// Every latency distribution of a summary, fed one measured record at a time: the batch
+/// summary and the one-pass collector (`stream`) share it.
 #[derive(Default)]
-struct Dists {
+pub(crate) struct Dists {
     ttft: Samples,
     ttft_sched: Samples,
     tpot: Samples,
@@ -491,7 +457,94 @@ struct Dists {
     ttft_later: Samples,
 }
 
-fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
+impl Dists {
+    /// Exact up to `limit` samples per metric (then a sketch); `None`: the default limit.
+    pub(crate) fn with_limit(limit: Option<usize>) -> Self {
+        let mk = || limit.map_or_else(Samples::new, Samples::with_limit);
+        Dists {
+            ttft: mk(),
+            ttft_sched: mk(),
+            tpot: mk(),
+            itl: mk(),
+            chunk_itl: mk(),
+            itl_max: mk(),
+            e2e: mk(),
+            e2e_sched: mk(),
+            stream_close: mk(),
+            normalized: mk(),
+            client_queue: mk(),
+            schedule_lag: mk(),
+            ttft_first: mk(),
+            ttft_later: mk(),
+        }
+    }
+
+    /// One measured record: its latencies, and the summary's outcome counts and token-count
+    /// checks.
+    pub(crate) fn add(&mut self, s: &mut Summary, r: &RequestRecord) {
+        let lat = RequestMetrics::of(r);
+        if let Some(v) = lat.schedule_lag {
+            self.schedule_lag.push(v);
+        }
+        if let Some(v) = lat.client_queue {
+            self.client_queue.push(v);
+        }
+        if let Some(e) = &r.error {
+            s.failed += 1;
+            *s.failed_by_class.entry(e.class).or_default() += 1;
+            return;
+        }
+        s.completed += 1;
+        let push = |x: &mut Samples, v: Option<f64>| {
+            if let Some(v) = v {
+                x.push(v)
+            }
+        };
+        push(&mut self.ttft, lat.ttft);
+        match r.turn {
+            Some(0) => push(&mut self.ttft_first, lat.ttft),
+            Some(_) => push(&mut self.ttft_later, lat.ttft),
+            None => {}
+        }
+        push(&mut self.ttft_sched, lat.ttft_sched);
+        push(&mut self.tpot, lat.tpot);
+        push(&mut self.itl_max, lat.itl_max);
+        push(&mut self.e2e, lat.e2e);
+        push(&mut self.e2e_sched, lat.e2e_sched);
+        push(&mut self.stream_close, lat.stream_close);
+        push(&mut self.normalized, lat.normalized);
+        for (v, w) in itl_samples(r) {
+            self.itl.push_weighted(v, w);
+        }
+        for g in chunk_gaps(r) {
+            self.chunk_itl.push(g);
+        }
+        check_counts(&mut s.token_counts, r);
+        s.counts_skipped += u64::from(r.counts_skipped);
+    }
+
+    /// Writes every distribution into the summary (per-turn TTFT when the run had turns).
+    pub(crate) fn describe_into(&mut self, s: &mut Summary, m: PercentileMethod, turns: bool) {
+        s.ttft_ms = self.ttft.describe(m);
+        s.ttft_sched_ms = self.ttft_sched.describe(m);
+        s.tpot_ms = self.tpot.describe(m);
+        s.itl_ms = self.itl.describe(m);
+        s.chunk_itl_ms = self.chunk_itl.describe(m);
+        s.itl_max_ms = self.itl_max.describe(m);
+        s.e2e_ms = self.e2e.describe(m);
+        s.e2e_sched_ms = self.e2e_sched.describe(m);
+        s.stream_close_ms = self.stream_close.describe(m);
+        s.normalized_ms = self.normalized.describe(m);
+        s.client_queue_ms = self.client_queue.describe(m);
+        s.schedule_lag_ms = self.schedule_lag.describe(m);
+        if turns {
+            s.ttft_first_turn_ms = Some(self.ttft_first.describe(m));
+            s.ttft_later_turns_ms = Some(self.ttft_later.describe(m));
+        }
+    }
+}
+
+pub(crate) fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
     for (c, client, server) in [
         (&mut tc.input, r.input_tokens_client, r.input_tokens_server),
         (&mut tc.output, r.output_tokens_client, r.output_tokens_server),
@@ -569,48 +622,116 @@ fn load_check(records: &[RequestRecord], closed: ClosedLoop) -> (Samples, Option
     (gaps, Some(check))
 }
 
+/// The share of TTFT p50 that schedule lag p99 may reach before an open loop is client-bound:
+/// below it, the lag shifts latencies measured from the schedule by less than 5% of a typical
+/// TTFT, which is within the run-to-run noise of a served model.
+pub const LAG_SHARE_OF_TTFT: f64 = 0.05;
+
+/// The schedule-lag p99 limit (ms) of an open loop: the larger of `floor_ms` (the 1 ms default:
+/// below it lag is the OS timer's, not the client's) and [`LAG_SHARE_OF_TTFT`] of `ttft_p50_ms`,
+/// so the lag must distort what was measured, not merely exist. Without a TTFT, the floor.
+pub fn schedule_lag_limit_ms(floor_ms: f64, ttft_p50_ms: Option<f64>) -> f64 {
+    match ttft_p50_ms {
+        Some(t) if t.is_finite() && t > 0.0 => floor_ms.max(LAG_SHARE_OF_TTFT * t),
+        _ => floor_ms,
+    }
+}
+
 /// `client_bound` when the generator did not apply the load asked for: an open loop that lagged
-/// its schedule (p99 of `s − a − cap_wait` over the limit) or sent at under 97% of the rate its
+/// its schedule (p99 of `s − a − cap_wait` over [`schedule_lag_limit_ms`]) or sent at under 97% of the rate its
 /// own schedule asked for; a closed loop whose users the client held back
 /// ([`LoadCheck::held_back`]); or any measured run whose runtime woke too late
 /// ([`RuntimeLag::too_late`]: responses were read late). The open-loop comparison uses the
 /// schedule actually drawn (not the nominal rate, which a short random schedule misses by
 /// chance) and send times less cap waits (a concurrency cap is the server's slowness showing,
 /// not the client's).
-fn client_bound(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Bound {
+pub(crate) fn client_bound(
+    s: &Summary,
+    opts: &SummaryOptions,
+    scheduled_rate: Option<f64>,
+    client_rate: Option<f64>,
+) -> Bound {
+    let open = opts.closed_loop.is_none();
+    let lag_limit_ms = schedule_lag_limit_ms(opts.lag_limit_ms, s.ttft_ms.p50);
+    let lagged = open && s.schedule_lag_ms.p99.is_some_and(|p| p > lag_limit_ms);
+    let slow = if open { slow_rates(opts, scheduled_rate, client_rate) } else { None };
     Bound {
-        held_back: opts.closed_loop.is_some() && s.load_check.is_some_and(|c| c.held_back()),
-        behind: opts.closed_loop.is_none() && open_loop_behind(s, opts, scheduled_rate, client_rate),
+        held_back: !open && s.load_check.is_some_and(|c| c.held_back()),
+        behind: lagged || slow.is_some(),
+        lagged,
+        lag_floor_ms: opts.lag_limit_ms,
+        lag_limit_ms,
+        slow,
         late_runtime: s.runtime_lag_ms.is_some_and(|l| l.too_late()),
     }
 }
 
 /// Why a run is `client_bound` (any may hold).
 #[derive(Default)]
-struct Bound {
+pub(crate) struct Bound {
     /// A closed loop's users were held back.
     held_back: bool,
-    /// An open loop fell behind its schedule.
+    /// An open loop fell behind its schedule: it lagged, or sent too slowly.
     behind: bool,
+    /// Schedule lag p99 exceeded `lag_limit_ms`.
+    lagged: bool,
+    /// The limit applied, and its floor ([`schedule_lag_limit_ms`]).
+    lag_limit_ms: f64,
+    lag_floor_ms: f64,
+    /// The rate the drawn schedule asked for and the rate sent, when under 97% of it.
+    slow: Option<(f64, f64)>,
     /// The client's runtime woke too late.
     late_runtime: bool,
 }
 
 impl Bound {
-    fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.held_back || self.behind || self.late_runtime
     }
 }
 
-/// An open loop lagged its schedule or sent too slowly.
-fn open_loop_behind(s: &Summary, opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> bool {
-    let lagged = s.schedule_lag_ms.p99.is_some_and(|p| p > opts.lag_limit_ms);
+/// An open loop sent at under 97% of its drawn schedule's rate: `(wanted, sent)` req/s.
+fn slow_rates(opts: &SummaryOptions, scheduled_rate: Option<f64>, client_rate: Option<f64>) -> Option<(f64, f64)> {
     let scheduled = opts.offered_rate.is_some() || opts.offered_is_drawn;
-    let slow = match (scheduled, scheduled_rate, client_rate) {
-        (true, Some(want), Some(got)) => got < 0.97 * want,
-        _ => false,
+    match (scheduled, scheduled_rate, client_rate) {
+        (true, Some(want), Some(got)) if got < 0.97 * want => Some((want, got)),
+        _ => None,
+    }
+}
+
+/// Why an open loop is behind, in words that explain themselves: what was sent against what was
+/// offered, how large the lag is against the latencies measured, and what it distorts.
+fn behind_words(s: &Summary, bound: &Bound) -> String {
+    let sent = match (s.offered_rate, s.achieved_rate) {
+        (Some(o), Some(a)) => format!("sent {a:.2} of {o:.2} req/s offered; "),
+        _ => String::new(),
     };
-    lagged || slow
+    let mut parts = Vec::new();
+    if bound.lagged {
+        let lag = s.schedule_lag_ms.p99.unwrap_or(0.0);
+        let against = match s.ttft_ms.p50 {
+            Some(t) if t > 0.0 => format!(" is {:.0}% of TTFT p50 ({t:.1} ms)", lag / t * 100.0),
+            _ => String::new(),
+        };
+        let rule = if s.ttft_ms.p50.is_some() {
+            format!(" (the larger of {} ms and {:.0}% of TTFT p50)", bound.lag_floor_ms, LAG_SHARE_OF_TTFT * 100.0)
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "{sent}p99 schedule lag {lag:.2} ms{against}, over the limit of {:.2} ms{rule}, so latencies measured \
+             from the schedule are distorted by up to {lag:.2} ms and the server saw the requests later than planned",
+            bound.lag_limit_ms,
+        ));
+    }
+    if let Some((want, got)) = bound.slow {
+        let lead = if bound.lagged { String::new() } else { sent };
+        parts.push(format!(
+            "{lead}the sends (less concurrency-cap waits) ran at {got:.2} req/s, under 97% of the {want:.2} req/s of \
+             the schedule drawn, so the server saw a lighter load than asked for"
+        ));
+    }
+    parts.join("; ")
 }
 
 /// Why the verdict is `client_bound`, in words (the closed loop's users, the open loop's
@@ -621,14 +742,7 @@ fn client_bound_message(s: &Summary, bound: &Bound) -> String {
         why.push(held_back_words(s, c));
     }
     if bound.behind {
-        let rates = match (s.offered_rate, s.achieved_rate) {
-            (Some(o), Some(a)) => format!(", sent {a:.2} of {o:.2} req/s offered"),
-            _ => String::new(),
-        };
-        why.push(format!(
-            "the load generator fell behind its schedule (lag p99 {:.2} ms{rates}): results understate the server",
-            s.schedule_lag_ms.p99.unwrap_or(0.0)
-        ));
+        why.push(behind_words(s, bound));
     }
     if let (true, Some(l)) = (bound.late_runtime, s.runtime_lag_ms) {
         why.push(format!(
@@ -658,53 +772,116 @@ fn held_back_words(s: &Summary, c: &LoadCheck) -> String {
     )
 }
 
-/// The `few_samples` warning's text for a summary's distributions, when some percentile rests on
-/// fewer than `10/(1 − p)` samples (public so a summary changed after `summarize`, such as an
-/// imported one, can redo it).
+/// The relative half-width of a 95% interval that the `few_samples` advice aims for.
+pub const FEW_SAMPLES_TARGET: f64 = 0.10;
+
+/// A percentile of `d` and its 95% interval: `(value, [lower, upper])` for p = .5, .9, .95, .99.
+fn percentile_of(d: &Distribution, p: f64) -> (Option<f64>, [Option<f64>; 2]) {
+    let (v, ci) = match p {
+        0.5 => (d.p50, d.p50_ci),
+        0.9 => (d.p90, d.p90_ci),
+        0.95 => (d.p95, d.p95_ci),
+        _ => (d.p99, d.p99_ci),
+    };
+    (v, ci.unwrap_or([None, None]))
+}
+
+/// Samples a `p`-quantile needs: at least `10/(1 − p)`, and when every interval is bounded,
+/// enough for the widest relative half-width to shrink to [`FEW_SAMPLES_TARGET`] (a half-width
+/// shrinks as `1/√n`). Returns the samples and whether the ±10% estimate set them.
+pub fn samples_needed(n: u64, p: f64, cis: &[(Option<f64>, [Option<f64>; 2])]) -> (u64, bool) {
+    let floor = crate::confidence::min_samples(p);
+    let mut worst = 0.0_f64;
+    for &(v, [lo, hi]) in cis {
+        match (v, lo, hi) {
+            (Some(v), Some(lo), Some(hi)) if v > 0.0 && hi.is_finite() => {
+                worst = worst.max((hi - v).max(v - lo) / v);
+            }
+            _ => return (floor, false),
+        }
+    }
+    let want = (n as f64 * (worst / FEW_SAMPLES_TARGET).powi(2)).ceil() as u64;
+    if want > floor { (want, true) } else { (floor, false) }
+}
+
+/// Rounds a count up to two significant digits (1234 → 1300, 667 → 670, 95 → 95).
+fn round_up_2(x: u64) -> u64 {
+    let mut unit = 1;
+    while x / unit >= 100 {
+        unit *= 10;
+    }
+    x.div_ceil(unit) * unit
+}
+
+/// The `few_samples` warning's text, when a percentile of a distribution the console's latency
+/// table shows (TTFT, TPOT, ITL per token and per chunk, E2E) rests on fewer than `10/(1 − p)`
+/// samples: for each group of distributions of one sample count, the highest such percentile's
+/// value and 95% interval, and how many requests would bound it (or bring it to about ±10%).
+/// Public so a summary changed after `summarize`, such as an imported one, can redo it.
 pub fn few_samples(s: &Summary) -> Option<String> {
     let dists = [
         ("TTFT", &s.ttft_ms),
-        ("TTFT (sched)", &s.ttft_sched_ms),
         ("TPOT", &s.tpot_ms),
-        ("ITL", &s.itl_ms),
-        ("chunk ITL", &s.chunk_itl_ms),
-        ("max ITL", &s.itl_max_ms),
+        ("ITL per token", &s.itl_ms),
+        ("ITL per chunk", &s.chunk_itl_ms),
         ("E2E", &s.e2e_ms),
-        ("E2E (sched)", &s.e2e_sched_ms),
     ];
     // distributions with the same n are thin at the same percentiles: one group each
     let ps = [0.5, 0.9, 0.95, 0.99];
-    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
+    let mut groups: Vec<(u64, Vec<(&str, &Distribution)>)> = Vec::new();
     for (name, d) in dists {
         if d.n == 0 || d.n >= crate::confidence::min_samples(0.99) {
             continue;
         }
         match groups.iter_mut().find(|g| g.0 == d.n) {
-            Some(g) => g.1.push(name),
-            None => groups.push((d.n, vec![name])),
+            Some(g) => g.1.push((name, d)),
+            None => groups.push((d.n, vec![(name, d)])),
         }
     }
     if groups.is_empty() {
         return None;
     }
+    let num = |x: Option<f64>, none: &str| x.map_or(none.to_string(), |v| format!("{v:.2}"));
     let parts: Vec<String> = groups
         .iter()
-        .map(|(n, names)| {
-            let thin: Vec<String> = ps
+        .map(|(n, ds)| {
+            let thin: Vec<f64> = ps.iter().copied().filter(|&p| *n < crate::confidence::min_samples(p)).collect();
+            let p = *thin.last().expect("n is under 10/(1 − 0.99)");
+            let label = |p: f64| format!("p{}", p * 100.0);
+            let cis: Vec<_> = ds.iter().map(|(_, d)| percentile_of(d, p)).collect();
+            let values: Vec<String> = ds
                 .iter()
-                .filter(|&&p| *n < crate::confidence::min_samples(p))
-                .map(|p| format!("p{}", p * 100.0))
+                .zip(&cis)
+                .map(|((name, _), (v, [lo, hi]))| {
+                    format!(
+                        "{name} {} {} ms, 95% CI [{}, {}",
+                        label(p),
+                        num(*v, "-"),
+                        num(*lo, "0"),
+                        hi.map_or("∞)".to_string(), |h| format!("{h:.2}]"))
+                    )
+                })
                 .collect();
-            format!("{} of {} (n={n})", thin.join(", "), names.join(", "))
+            let (need, ten_pct) = samples_needed(*n, p, &cis);
+            // requests, from samples: ITL has several samples per request
+            let requests = if s.completed > 0 { (need * s.completed).div_ceil(*n) } else { need };
+            let advice = if ten_pct {
+                format!("run ≥ {} requests for {} within about ±10%", round_up_2(requests), label(p))
+            } else {
+                format!("run ≥ {} requests to bound {} (10/(1 − p) samples)", round_up_2(requests), label(p))
+            };
+            format!(
+                "{} of {} rest on {n} samples: {}; {advice}",
+                thin.iter().map(|&p| label(p)).collect::<Vec<_>>().join(", "),
+                ds.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", "),
+                values.join("; ")
+            )
         })
         .collect();
-    Some(format!(
-        "{} rest on fewer than 10/(1 - p) samples: read them with their confidence intervals",
-        parts.join("; ")
-    ))
+    Some(format!("few samples: {}", parts.join(". ")))
 }
 
-fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec<Warning> {
+pub(crate) fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec<Warning> {
     let mut w = Vec::new();
     let mut add = |code: WarningCode, message: String| w.push(Warning { code, message });
     if bound.any() {
@@ -838,9 +1015,14 @@ mod tests {
         );
         assert_eq!(
             s.warnings[0].message,
-            "p50, p90, p95, p99 of TTFT, TTFT (sched), TPOT, max ITL, E2E, E2E (sched) (n=2); \
-             p50, p90, p95, p99 of ITL, chunk ITL (n=3) rest on fewer than 10/(1 - p) samples: \
-             read them with their confidence intervals"
+            // p99 from 2 requests (linear: 100 + 0.99 · (200 − 100) = 199) cannot be bounded above:
+            // 10/(1 − 0.99) = 1000 samples, which for ITL's 3 samples from 2 requests is
+            // 1000 · 2 / 3 = 667 requests, 670 rounded up
+            "few samples: p50, p90, p95, p99 of TTFT, TPOT, E2E rest on 2 samples: TTFT p99 199.00 ms, 95% CI \
+             [200.00, ∞); TPOT p99 298.00 ms, 95% CI [300.00, ∞); E2E p99 498.00 ms, 95% CI [500.00, ∞); run ≥ 1000 \
+             requests to bound p99 (10/(1 − p) samples). p50, p90, p95, p99 of ITL per token, ITL per chunk rest on 3 \
+             samples: ITL per token p99 296.00 ms, 95% CI [100.00, ∞); ITL per chunk p99 296.00 ms, 95% CI [100.00, \
+             ∞); run ≥ 670 requests to bound p99 (10/(1 − p) samples)"
         );
         assert_eq!(s.verdict, ClientVerdict::Ok);
     }
@@ -899,6 +1081,84 @@ mod tests {
         assert_eq!(s.ttft_later_turns_ms.unwrap().mean, Some(300.0));
         let plain = summarize(&[ok(0, 0.0, 0.0, &[1.0], 1)], &SummaryOptions::new());
         assert!(plain.ttft_first_turn_ms.is_none());
+    }
+
+    #[test]
+    fn the_lag_limit_is_relative_to_ttft() {
+        // 5% of a 50 ms TTFT p50 is 2.5 ms; of 10 ms, 0.5 ms (the 1 ms floor wins)
+        assert_eq!(schedule_lag_limit_ms(1.0, Some(50.0)), 2.5);
+        assert_eq!(schedule_lag_limit_ms(1.0, Some(10.0)), 1.0);
+        assert_eq!(schedule_lag_limit_ms(1.0, None), 1.0);
+        assert_eq!(schedule_lag_limit_ms(1.0, Some(f64::NAN)), 1.0);
+    }
+
+    /// Ten requests at 4 req/s (every 250 ms), each sent 1.5 ms late, answered `ttft` ms after
+    /// its send (then a second token 10 ms later).
+    fn four_per_second(ttft: f64) -> Vec<RequestRecord> {
+        (0..10)
+            .map(|i| {
+                let a = i as f64 * 250.0;
+                let s = a + 1.5;
+                ok(i, a, s, &[s + ttft, s + ttft + 10.0], 1)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_busy_host_lag_small_against_ttft_is_not_client_bound() {
+        let opts = SummaryOptions { offered_rate: Some(4.0), ..SummaryOptions::new() };
+        // lag p99 1.5 ms against TTFT p50 50 ms: 3%, under the 2.5 ms limit
+        let s = summarize(&four_per_second(50.0), &opts);
+        assert_eq!(s.schedule_lag_ms.p99, Some(1.5));
+        assert_eq!(s.verdict, ClientVerdict::Ok);
+        assert!(s.warnings.iter().all(|w| w.code != WarningCode::ClientBound));
+        // the same lag against a 20 ms TTFT: 7.5%, over max(1 ms, 1 ms)
+        let s = summarize(&four_per_second(20.0), &opts);
+        assert_eq!(s.verdict, ClientVerdict::ClientBound);
+        let w = s.warnings.iter().find(|w| w.code == WarningCode::ClientBound).unwrap();
+        assert_eq!(
+            w.message,
+            "sent 4.00 of 4.00 req/s offered; p99 schedule lag 1.50 ms is 8% of TTFT p50 (20.0 ms), over the limit \
+             of 1.00 ms (the larger of 1 ms and 5% of TTFT p50), so latencies measured from the schedule are \
+             distorted by up to 1.50 ms and the server saw the requests later than planned"
+        );
+    }
+
+    #[test]
+    fn few_samples_advice_is_hand_computed() {
+        // p99 50 ms with CI [40, 70] from 100 samples: half-width 20 ms = 40%; (0.4 / 0.1)² = 16
+        // times the samples for ±10%: 1600
+        assert_eq!(samples_needed(100, 0.99, &[(Some(50.0), [Some(40.0), Some(70.0)])]), (1600, true));
+        // already ±4%: 10/(1 − p) = 1000 samples still bound it better
+        assert_eq!(samples_needed(100, 0.99, &[(Some(50.0), [Some(48.0), Some(52.0)])]), (1000, false));
+        // an open side: the 10/(1 − p) floor
+        assert_eq!(samples_needed(100, 0.99, &[(Some(50.0), [Some(40.0), None])]), (1000, false));
+        assert_eq!(samples_needed(10, 0.9, &[(Some(5.0), [None, None])]), (100, false));
+        assert_eq!([round_up_2(1234), round_up_2(667), round_up_2(95), round_up_2(1000)], [1300, 670, 95, 1000]);
+        // a summary of 100 requests: TTFT's p99 CI bounded, TPOT's and E2E's too; the advice
+        // follows the widest (TTFT: (70 − 50) / 50)
+        let d = |v: f64, lo: f64, hi: f64| Distribution {
+            n: 100,
+            p50: Some(v / 2.0),
+            p90: Some(v * 0.9),
+            p95: Some(v * 0.95),
+            p99: Some(v),
+            p99_ci: Some([Some(lo), Some(hi)]),
+            ..Default::default()
+        };
+        let s = Summary {
+            completed: 100,
+            ttft_ms: d(50.0, 40.0, 70.0),
+            tpot_ms: d(10.0, 9.0, 11.0),
+            e2e_ms: d(500.0, 450.0, 550.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            few_samples(&s).unwrap(),
+            "few samples: p95, p99 of TTFT, TPOT, E2E rest on 100 samples: TTFT p99 50.00 ms, 95% CI [40.00, \
+             70.00]; TPOT p99 10.00 ms, 95% CI [9.00, 11.00]; E2E p99 500.00 ms, 95% CI [450.00, 550.00]; run ≥ \
+             1600 requests for p99 within about ±10%"
+        );
     }
 
     #[test]

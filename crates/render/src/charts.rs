@@ -264,7 +264,8 @@ pub fn itl_position_chart(run: &Run, suffix: &str) -> Chart {
 }
 
 /// The engine's state over time (`series`: `[t_s, running, waiting, kv_utilization,
-/// kv_used_share]`): batch and queue, and KV usage.
+/// kv_used_share, …counters]`, see [`mechanism_charts`]): batch and queue, KV usage, and the
+/// mechanisms' rates.
 pub fn engine_charts(run: &Run, suffix: &str) -> Vec<Chart> {
     let Some(s) = run.engine_stats.as_ref() else { return Vec::new() };
     let rows = downsample(&s.series, MAX_POINTS);
@@ -279,9 +280,104 @@ pub fn engine_charts(run: &Run, suffix: &str) -> Vec<Chart> {
             .with(Series::new("KV blocks used", Mark::Step, col(3, 100.0)))
             .with(Series::new("reserved slots holding tokens", Mark::Step, col(4, 100.0))),
     ];
+    out.extend(mechanism_charts(&rows, suffix));
     // documents written before a column existed lack it: no empty series
     for c in &mut out {
         c.series.retain(|s| !s.points.is_empty());
+    }
+    out
+}
+
+/// Columns of the engine's cumulative counters in a `series` row.
+const PREEMPTIONS: usize = 5;
+const PREFIX_QUERIED: usize = 6;
+const PREFIX_HIT: usize = 7;
+const SPEC_STEPS: usize = 8;
+const SPEC_DRAFTED: usize = 9;
+const SPEC_ACCEPTED: usize = 10;
+const GENERATED: usize = 11;
+
+/// Per interval between consecutive rows that both have column `num` (and `den`): the counters'
+/// increases `(Δnum, Δden)` at the interval's midpoint, `den` defaulting to elapsed seconds.
+/// Intervals of no time, or where `den` did not grow, are skipped (a ratio of nothing).
+fn increments(rows: &[Vec<f64>], num: usize, den: Option<usize>) -> Vec<(f64, f64, f64)> {
+    let col = den.unwrap_or(0);
+    rows.windows(2)
+        .filter(|w| w[0].len() > num.max(col) && w[1].len() > num.max(col))
+        .filter_map(|w| {
+            let dt = w[1][0] - w[0][0];
+            let dn = w[1][num] - w[0][num];
+            let dd = w[1][col] - w[0][col];
+            (dt > 0.0 && dd > 0.0).then_some(((w[0][0] + w[1][0]) / 2.0, dn, dd))
+        })
+        .collect()
+}
+
+/// Whether counter `c` grew during the series (the mechanism was at work).
+fn grew(rows: &[Vec<f64>], c: usize) -> bool {
+    match (rows.first(), rows.last()) {
+        (Some(a), Some(b)) if a.len() > c && b.len() > c => b[c] > a[c],
+        _ => false,
+    }
+}
+
+/// The mechanisms' counters as rates over time, each chart only when its counter moved:
+/// generated tokens/s, preemptions/s, the prefix cache's hit rate (hit ÷ queried tokens), and
+/// speculative decoding's acceptance rate (accepted ÷ drafted tokens) with the tokens each
+/// verified step produced (1 + accepted ÷ verified steps).
+pub fn mechanism_charts(rows: &[Vec<f64>], suffix: &str) -> Vec<Chart> {
+    let rate = |num: usize, scale: f64| -> Vec<(f64, f64)> {
+        increments(rows, num, None).into_iter().map(|(t, n, d)| (t, n / d * scale)).collect()
+    };
+    let ratio = |num: usize, den: usize, scale: f64, plus: f64| -> Vec<(f64, f64)> {
+        increments(rows, num, Some(den)).into_iter().map(|(t, n, d)| (t, plus + n / d * scale)).collect()
+    };
+    let mut out = Vec::new();
+    if grew(rows, GENERATED) {
+        out.push(
+            Chart::new(format!("chart-engine-tokens{suffix}"), "Engine: generated tokens", "time (s)", "tokens/s")
+                .with(Series::new("generated tokens/s", Mark::Line, rate(GENERATED, 1.0))),
+        );
+    }
+    if grew(rows, PREEMPTIONS) {
+        out.push(
+            Chart::new(format!("chart-engine-preemptions{suffix}"), "Engine: preemptions", "time (s)", "preemptions/s")
+                .with(Series::new("preemptions/s", Mark::Line, rate(PREEMPTIONS, 1.0))),
+        );
+    }
+    if grew(rows, PREFIX_QUERIED) {
+        out.push(
+            Chart::new(format!("chart-engine-prefix{suffix}"), "Engine: prefix cache hit rate", "time (s)", "%")
+                .with(Series::new("hit ÷ queried tokens", Mark::Line, ratio(PREFIX_HIT, PREFIX_QUERIED, 100.0, 0.0))),
+        );
+    }
+    if grew(rows, SPEC_DRAFTED) {
+        out.push(
+            Chart::new(
+                format!("chart-engine-spec{suffix}"),
+                "Engine: speculative decoding acceptance",
+                "time (s)",
+                "% accepted",
+            )
+            .with(Series::new(
+                "accepted ÷ drafted tokens",
+                Mark::Line,
+                ratio(SPEC_ACCEPTED, SPEC_DRAFTED, 100.0, 0.0),
+            )),
+        );
+        out.push(
+            Chart::new(
+                format!("chart-engine-spec-length{suffix}"),
+                "Engine: tokens per verified step",
+                "time (s)",
+                "tokens",
+            )
+            .with(Series::new(
+                "1 + accepted ÷ verified steps",
+                Mark::Line,
+                ratio(SPEC_ACCEPTED, SPEC_STEPS, 1.0, 1.0),
+            )),
+        );
     }
     out
 }
@@ -397,6 +493,55 @@ mod tests {
         want.sort_by(f64::total_cmp);
         sort(&mut v);
         assert_eq!(v, want);
+    }
+
+    /// A series row: time, four gauges, then the counters.
+    fn row(t: f64, counters: [f64; 7]) -> Vec<f64> {
+        let mut r = vec![t, 1.0, 0.0, 0.5, 0.9];
+        r.extend(counters);
+        r
+    }
+
+    #[test]
+    fn mechanism_counters_become_rates() {
+        // 0 → 2 s: 4 preemptions, 100 of 400 queried tokens hit, 10 steps drafting 40 tokens of
+        // which 20 accepted, 300 tokens generated; 2 → 3 s: nothing queried, 5 steps, 20 drafted,
+        // 5 accepted, 100 generated
+        let rows = vec![
+            row(0.0, [0.0; 7]),
+            row(2.0, [4.0, 400.0, 100.0, 10.0, 40.0, 20.0, 300.0]),
+            row(3.0, [4.0, 400.0, 100.0, 15.0, 60.0, 25.0, 400.0]),
+        ];
+        let cs = mechanism_charts(&rows, "");
+        let ids: Vec<&str> = cs.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "chart-engine-tokens",
+                "chart-engine-preemptions",
+                "chart-engine-prefix",
+                "chart-engine-spec",
+                "chart-engine-spec-length"
+            ]
+        );
+        let pts = |i: usize| cs[i].series[0].points.clone();
+        assert_eq!(pts(0), vec![(1.0, 150.0), (2.5, 100.0)]);
+        assert_eq!(pts(1), vec![(1.0, 2.0), (2.5, 0.0)]);
+        // the second interval queried nothing: no hit rate there
+        assert_eq!(pts(2), vec![(1.0, 25.0)]);
+        assert_eq!(pts(3), vec![(1.0, 50.0), (2.5, 25.0)]);
+        assert_eq!(pts(4), vec![(1.0, 3.0), (2.5, 2.0)]);
+    }
+
+    #[test]
+    fn old_five_column_series_and_idle_mechanisms_draw_no_mechanism_chart() {
+        let old = vec![vec![0.0, 1.0, 0.0, 0.5, 0.9], vec![1.0, 2.0, 0.0, 0.6, 0.9]];
+        assert!(mechanism_charts(&old, "").is_empty());
+        // counters present but only tokens moved: the token rate alone
+        let rows = vec![row(0.0, [0.0; 7]), row(1.0, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 50.0])];
+        let cs = mechanism_charts(&rows, "-r0");
+        assert_eq!(cs.len(), 1);
+        assert_eq!(cs[0].id, "chart-engine-tokens-r0");
     }
 
     #[test]

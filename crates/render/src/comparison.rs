@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use goodput_results::compare::{BoundCheck, Comparison, Difference, Metric, MetricDelta, Significance};
 
-fn num(v: Option<f64>, m: Metric) -> String {
+pub(crate) fn num(v: Option<f64>, m: Metric) -> String {
     match (v, m) {
         (None, _) => "-".into(),
         (Some(x), Metric::Attainment) => format!("{:.2}%", x * 100.0),
@@ -14,7 +14,7 @@ fn num(v: Option<f64>, m: Metric) -> String {
     }
 }
 
-fn signed(v: Option<f64>, m: Metric) -> String {
+pub(crate) fn signed(v: Option<f64>, m: Metric) -> String {
     match (v, m) {
         (None, _) => "-".into(),
         (Some(x), Metric::Attainment) => format!("{:+.2}pt", x * 100.0),

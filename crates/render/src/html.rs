@@ -42,15 +42,7 @@ nav a{margin-right:12px}
 pub fn html_report(doc: &ResultDoc, source: &str) -> String {
     let mut o = String::with_capacity(256 * 1024);
     let title = format!("goodput report: {source}");
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"/>\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
-         <title>{}</title><style>{CSS}</style></head><body>\n",
-        esc(&title)
-    );
-    let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    open_page(&mut o, &title);
     let _ = writeln!(
         o,
         "<p class=\"meta\">written by {} {} at {} · schema version {} · {} run{}{}</p>",
@@ -111,15 +103,29 @@ pub fn html_report(doc: &ResultDoc, source: &str) -> String {
     o
 }
 
+/// The page's head (Content-Security-Policy that loads nothing, the inline CSS) and its `<h1>`;
+/// the caller ends the page with `</body></html>`. Shared with [`crate::comparison_html`].
+pub(crate) fn open_page(o: &mut String, title: &str) {
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"/>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
+         <title>{}</title><style>{CSS}</style></head><body>\n",
+        esc(title)
+    );
+    let _ = writeln!(o, "<h1>{}</h1>", esc(title));
+}
+
 fn run_name(i: usize, r: &Run) -> String {
     r.name.clone().unwrap_or_else(|| format!("run {i}"))
 }
 
-fn pre(o: &mut String, text: &str) {
+pub(crate) fn pre(o: &mut String, text: &str) {
     let _ = write!(o, "<pre>{}</pre>", esc(text.trim_matches('\n')));
 }
 
-fn charts_block(o: &mut String, cs: &[Chart]) {
+pub(crate) fn charts_block(o: &mut String, cs: &[Chart]) {
     o.push_str("<div class=\"charts\">");
     for c in cs {
         o.push_str(&c.svg());
@@ -167,6 +173,11 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
     if !e.is_empty() {
         o.push_str("<h3>Engine over time</h3>");
         charts_block(o, &e);
+    }
+    let sc = crate::server_charts::server_charts(run, suffix);
+    if let Some(m) = run.server_metrics.as_ref().filter(|_| !sc.is_empty()) {
+        let _ = write!(o, "<h3>Server metrics over time</h3><p class=\"meta\">{}</p>", esc(&m.line()));
+        charts_block(o, &sc);
     }
     o.push_str("<details><summary>the run's plan (as data)</summary>");
     pre(o, &serde_json::to_string_pretty(&run.plan).unwrap_or_default());

@@ -14,10 +14,12 @@ use goodput_workload::{Arrivals, Load};
 
 pub mod charts;
 pub mod comparison;
+pub mod comparison_html;
 pub mod csv;
 pub mod html;
 pub mod planning;
 pub mod roofline;
+pub mod server_charts;
 pub mod svg;
 
 pub use csv::{requests_csv, summary_csv};
@@ -39,7 +41,7 @@ fn cell3(v: Option<f64>) -> String {
 fn row(out: &mut String, name: &str, d: &Distribution) {
     let _ = writeln!(
         out,
-        "  {name:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        "  {name:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
         cell(d.mean),
         cell(d.p50),
         cell(d.p90),
@@ -57,13 +59,25 @@ fn differs(a: &Distribution, b: &Distribution) -> bool {
     }
 }
 
-/// The summary table and everything under it.
+/// The summary table and everything under it, for a measured run.
 pub fn render(title: &str, s: &Summary) -> String {
+    render_summary(title, s, false)
+}
+
+/// The console labels of token-level ITL and of chunk ITL (vLLM's "ITL"), and the note that
+/// tells them apart.
+pub const ITL_PER_TOKEN: &str = "ITL (per token)";
+pub const ITL_PER_CHUNK: &str = "ITL (per chunk)";
+pub const ITL_NOTE: &str = "  ITL (per chunk) is what vLLM reports as ITL: the gap between streamed chunks; ITL (per token) splits each gap over its tokens";
+
+/// The summary table and everything under it; `simulated`: a `sim` run, whose client-only
+/// lines (token-count check, schedule lag) mean nothing and are left out.
+pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{title}");
     let _ = writeln!(
         o,
-        "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        "  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
         "latency (ms)", "mean", "p50", "p90", "p95", "p99", "n"
     );
     row(&mut o, "TTFT", &s.ttft_ms);
@@ -75,13 +89,20 @@ pub fn render(title: &str, s: &Summary) -> String {
         row(&mut o, "TTFT turns 2+", later);
     }
     row(&mut o, "TPOT", &s.tpot_ms);
-    row(&mut o, "ITL", &s.itl_ms);
+    row(&mut o, ITL_PER_TOKEN, &s.itl_ms);
+    let chunks = s.chunk_itl_ms.n > 0;
+    if chunks {
+        row(&mut o, ITL_PER_CHUNK, &s.chunk_itl_ms);
+    }
     row(&mut o, "E2E", &s.e2e_ms);
     if differs(&s.e2e_ms, &s.e2e_sched_ms) {
         row(&mut o, "E2E (sched)", &s.e2e_sched_ms);
     }
     if differs(&s.e2e_ms, &s.stream_close_ms) {
         row(&mut o, "stream close", &s.stream_close_ms);
+    }
+    if chunks {
+        let _ = writeln!(o, "{ITL_NOTE}");
     }
     let _ = writeln!(o);
     let _ = writeln!(
@@ -101,21 +122,26 @@ pub fn render(title: &str, s: &Summary) -> String {
     let _ = writeln!(o, "  concurrency  {:.2} mean in flight", s.mean_concurrency);
     let tc = &s.token_counts;
     let diff = |p: Option<f64>| p.map_or("n/a".to_string(), |p| format!("{p:+.1}%"));
-    let _ = writeln!(
-        o,
-        "  tokens       input {} · output {} · our tokenizer vs server usage: input {}, output {}",
-        s.input_tokens,
-        s.output_tokens,
-        diff(tc.input.diff_pct),
-        diff(tc.output.diff_pct)
-    );
+    // the simulator's counts are its own: nothing to check them against
+    let check = if simulated {
+        String::new()
+    } else {
+        format!(
+            " · our tokenizer vs server usage: input {}, output {}",
+            diff(tc.input.diff_pct),
+            diff(tc.output.diff_pct)
+        )
+    };
+    let _ = writeln!(o, "  tokens       input {} · output {}{check}", s.input_tokens, s.output_tokens);
     let verdict = match s.verdict {
         ClientVerdict::Ok => "ok",
         ClientVerdict::ClientBound => "CLIENT-BOUND",
     };
     // a measured run's runtime probe: how late the client read what was ready
     let lag = s.runtime_lag_ms.map_or(String::new(), |l| format!(" · runtime lag p99 {:.2} ms", l.p99));
-    if let Some(c) = &s.load_check {
+    if simulated {
+        // the simulator has no client: no lag, no self-check
+    } else if let Some(c) = &s.load_check {
         let users = if c.users > 0 { c.users } else { c.requested_concurrency };
         let of = if users < c.requested_concurrency {
             format!("{users} users ({} asked for; one per request)", c.requested_concurrency)
@@ -258,19 +284,32 @@ pub fn stage_line(name: &str, s: &Summary) -> String {
     )
 }
 
-/// The sweep's stages side by side.
+/// The sweep's stages side by side; with an SLO, each stage's attainment and goodput too.
 pub fn render_sweep(runs: &[&Run]) -> String {
+    let slo = runs.iter().find_map(|r| r.summary.slo.as_ref());
     let mut o = String::new();
-    let _ = writeln!(
+    let _ = write!(
         o,
-        "\nsweep\n  {:<18}{:>10}{:>10}{:>11}{:>11}{:>11}{:>11}{:>12}{:>8}",
-        "stage", "offered", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "out tok/s", "client"
+        "\nsweep{}\n  {:<18}{:>10}{:>10}{:>11}{:>11}{:>11}{:>11}{:>12}",
+        slo.map_or(String::new(), |g| format!(" (SLO: {})", g.predicates.join(", "))),
+        "stage",
+        "offered",
+        "req/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "out tok/s"
     );
+    if slo.is_some() {
+        let _ = write!(o, "{:>8}{:>12}", "attain", "good req/s");
+    }
+    let _ = writeln!(o, "{:>8}", "client");
     for r in runs {
         let s = &r.summary;
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "  {:<18}{:>10}{:>10.2}{:>11}{:>11}{:>11}{:>11}{:>12.1}{:>8}",
+            "  {:<18}{:>10}{:>10.2}{:>11}{:>11}{:>11}{:>11}{:>12.1}",
             r.name.as_deref().unwrap_or("-"),
             s.offered_rate.map_or("-".into(), |x| format!("{x:.2}")),
             s.request_throughput,
@@ -279,6 +318,17 @@ pub fn render_sweep(runs: &[&Run]) -> String {
             cell(s.tpot_ms.p50),
             cell(s.tpot_ms.p99),
             s.output_throughput,
+        );
+        if slo.is_some() {
+            let (att, good) = match &s.slo {
+                Some(g) => (format!("{:.1}%", g.attainment * 100.0), format!("{:.2}", g.request_goodput)),
+                None => ("-".into(), "-".into()),
+            };
+            let _ = write!(o, "{att:>8}{good:>12}");
+        }
+        let _ = writeln!(
+            o,
+            "{:>8}",
             match s.verdict {
                 ClientVerdict::Ok => "ok",
                 ClientVerdict::ClientBound => "BOUND",
@@ -365,9 +415,12 @@ pub fn render_engine(p: &EnginePlan, s: &EngineStats) -> String {
 
 /// A whole run: its title, the table and everything under it, and the engine block.
 pub fn render_run(command: &str, run: &Run) -> String {
-    let mut o = render(&title(command, run), &run.summary);
+    let mut o = render_summary(&title(command, run), &run.summary, matches!(run.target, Target::Sim { .. }));
     if let (Some(e), Some(stats)) = (run.target.engine(), &run.engine_stats) {
         o.push_str(&render_engine(e, stats));
+    }
+    if let Some(m) = &run.server_metrics {
+        let _ = writeln!(o, "\n{}", m.line());
     }
     o
 }
@@ -380,7 +433,7 @@ pub fn title(command: &str, run: &Run) -> String {
         Target::Sim { .. } => format!(
             "goodput {command} · {model} · {} · {} requests in {:.1} s of virtual time{}",
             describe(load),
-            run.requests.len(),
+            run.record_count(),
             run.virtual_end_s.unwrap_or(run.summary.window.end_ms / 1000.0),
             run.elapsed_s.map_or(String::new(), |s| format!(" ({s:.2} s to simulate)"))
         ),

@@ -29,6 +29,20 @@ pub fn render_plan(r: &PlanReport) -> String {
         r.candidates.len(),
         r.elapsed_s
     );
+    if let Some(s) = r.shard {
+        let _ = writeln!(
+            o,
+            "  shard {s} of a grid of {} candidates: `goodput merge` the shards for the whole ranking\n",
+            r.grid_size.map_or_else(|| "?".into(), |g| g.to_string())
+        );
+    }
+    if !r.missing_candidates.is_empty() {
+        let _ = writeln!(
+            o,
+            "  partial: {} candidates of the grid are missing (their shards were not merged)\n",
+            r.missing_candidates.len()
+        );
+    }
     let target = r.target_rate.is_some();
     let _ = writeln!(
         o,
@@ -88,6 +102,7 @@ mod tests {
 
     fn candidate(capacity: Option<f64>) -> PlanCandidate {
         PlanCandidate {
+            grid_index: None,
             gpu: "h100".into(),
             tp: 2,
             dtype: Dtype::Fp8,
@@ -124,6 +139,10 @@ mod tests {
             attainment_target: 0.99,
             target_rate: None,
             budget_per_hour: None,
+            seed: 0,
+            grid_size: None,
+            shard: None,
+            missing_candidates: Vec::new(),
             candidates: vec![candidate(Some(12.0)), candidate(None)],
             pareto: vec![0],
             elapsed_s: 1.5,

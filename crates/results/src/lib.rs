@@ -18,6 +18,8 @@ pub mod compare;
 pub mod import;
 pub mod plan;
 pub mod planning;
+pub mod server_metrics;
+pub mod shards;
 
 use std::path::Path;
 
@@ -144,6 +146,10 @@ pub struct Run {
     /// Engine statistics (embedded and sim targets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_stats: Option<EngineStats>,
+    /// The server's own metrics scraped during the run (`--scrape-metrics`; always for the
+    /// embedded engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<server_metrics::ServerMetrics>,
     pub requests: Vec<RequestRecord>,
 }
 
@@ -258,20 +264,33 @@ impl ResultDoc {
     }
 
     /// Writes the document (to a temporary name first, so a crash never leaves half a file).
+    ///
+    /// A document holding more than [`COMPACT_ABOVE_RECORDS`] records is written compactly: no
+    /// indentation, and each record's event times as microsecond deltas and its token counts as
+    /// run-length pairs (`goodput_metrics::events`; times within 0.5 µs). Smaller ones are
+    /// indented, with exact arrays.
     pub fn write(&self, path: &Path) -> Result<(), ResultError> {
         use std::io::Write;
         let err = |e: std::io::Error| ResultError::Write { path: path.display().to_string(), message: e.to_string() };
         let tmp = path.with_extension("json.tmp");
         {
-            let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(err)?);
-            serde_json::to_writer_pretty(&mut w, self)
-                .map_err(|e| ResultError::Write { path: path.display().to_string(), message: e.to_string() })?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp).map_err(err)?);
+            let records: usize = self.runs.iter().map(|r| r.requests.len()).sum();
+            if records > COMPACT_ABOVE_RECORDS {
+                goodput_metrics::events::compact_events(|| serde_json::to_writer(&mut w, self))
+            } else {
+                serde_json::to_writer_pretty(&mut w, self)
+            }
+            .map_err(|e| ResultError::Write { path: path.display().to_string(), message: e.to_string() })?;
             w.write_all(b"\n").map_err(err)?;
             w.flush().map_err(err)?;
         }
         std::fs::rename(&tmp, path).map_err(err)
     }
 }
+
+/// Documents with more records than this are written compactly (see [`ResultDoc::write`]).
+pub const COMPACT_ABOVE_RECORDS: usize = 10_000;
 
 /// How a run's records are summarized: from its plan and its stage's load.
 pub fn summary_options(plan: &RunPlan, load: &Load) -> SummaryOptions {
@@ -304,6 +323,12 @@ pub fn summaries(records: &[RequestRecord], opts: &SummaryOptions) -> (Summary, 
 }
 
 impl Run {
+    /// Requests the run produced (and summarized): its records, or, when the document keeps a
+    /// sample of them (`--records`), the count the summary says.
+    pub fn record_count(&self) -> u64 {
+        self.summary.records_kept.as_ref().map_or(self.requests.len() as u64, |k| k.total)
+    }
+
     /// Combines runs of one plan (shards of one schedule, or pieces of one run) into one: records
     /// concatenated on one clock (measured runs are aligned by their absolute start times) with
     /// new ids in send order, every distribution recomputed from all samples, throughput over
@@ -355,6 +380,11 @@ impl Run {
             summary,
             summary_full,
             engine_stats,
+            // one server's scrapes stand for the merged run only when no other run has its own
+            server_metrics: match runs.iter().filter_map(|r| r.server_metrics.as_ref()).collect::<Vec<_>>()[..] {
+                [one] => Some(one.clone()),
+                _ => None,
+            },
             requests: records,
         })
     }
@@ -371,6 +401,15 @@ fn check_mergeable(runs: &[Run]) -> Result<RunPlan, ResultError> {
         p
     };
     let base = same_plan(&first.plan);
+    // a merge recomputes every distribution from the records: a run that kept a sample of them
+    // (`--records`) cannot be merged exactly
+    if let Some((r, k)) = runs.iter().find_map(|r| r.summary.records_kept.as_ref().map(|k| (r, k))) {
+        return Err(ResultError::Merge(format!(
+            "run {} holds {} of its {} records (--records {}): a merge recomputes its summary from every \
+             record; rerun with --records all and at most 100000 requests per run",
+            r.id, k.kept, k.total, k.mode
+        )));
+    }
     for r in &runs[1..] {
         if same_plan(&r.plan) != base {
             return Err(ResultError::Merge(format!(

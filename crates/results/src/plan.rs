@@ -144,18 +144,18 @@ pub struct LoadPlan {
     /// Pause between turns (and, for closed loops, between sessions).
     pub think_time: ThinkTime,
     pub seed: u64,
-    /// This process's slice of a sharded run (reserved for `--shard I/N`, which no command sets
-    /// yet; `Run::merge` ignores it when comparing plans).
+    /// This process's slice of a sharded run (`--shard I/N`; `Run::merge` ignores it when
+    /// comparing plans).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// A synchronized start (`--start-at`): the requested instant and this process's clock
+    /// reading when its wait ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<crate::shards::StartAt>,
 }
 
-/// One of `count` processes that share one schedule: `index` in `0..count`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shard {
-    pub index: u32,
-    pub count: u32,
-}
+/// One of `count` processes that share one schedule (see `goodput_workload::shard`).
+pub use goodput_workload::Shard;
 
 /// How many distinct prompts a run sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,6 +197,13 @@ impl SloPlan {
 pub struct OutputPlan {
     pub out: Option<PathBuf>,
     pub percentiles: PercentileMethod,
+    /// Which per-request records the result document holds (`--records`; absent: `all`).
+    #[serde(default, skip_serializing_if = "is_default_records")]
+    pub records: goodput_metrics::RecordsMode,
+}
+
+fn is_default_records(m: &goodput_metrics::RecordsMode) -> bool {
+    *m == goodput_metrics::RecordsMode::All
 }
 
 /// The engine model: a validated configuration and the memory plan it implies.
@@ -285,6 +292,21 @@ pub struct RunPlan {
     pub timeouts: Option<Timeouts>,
     pub slo: SloPlan,
     pub output: OutputPlan,
+    /// Scrape the server's metrics during each measured stage (`--scrape-metrics`; always for
+    /// the embedded engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape: Option<ScrapePlan>,
+}
+
+/// Where and how often the server's metrics are scraped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScrapePlan {
+    /// The exposition's URL; `null`: the target's own `/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The scrape period.
+    #[serde(with = "secs")]
+    pub interval: Duration,
 }
 
 impl RunPlan {

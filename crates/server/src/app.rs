@@ -232,7 +232,7 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
         Err(driver::SubmitError::Stopped) => return Err(ApiError::unavailable("the engine has stopped")),
     };
     m.metrics.prompt(prompt);
-    let chunks = Chunks { id: format!("cmpl-{id}"), created: m.created, model: m.cfg.model_name.clone(), endpoint };
+    let chunks = Chunks::new(format!("cmpl-{id}"), m.created, m.cfg.model_name.clone(), endpoint);
     let stream = TokenStream {
         state: s.clone(),
         id,
@@ -246,7 +246,13 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
         prompt,
         include_usage: r.include_usage,
         phase: if endpoint == Api::Chat { Phase::Role } else { Phase::Tokens },
-        trace: m.cfg.trace.then(|| Trace { id, arrived, prompt_tokens: prompt, emits: Vec::new() }),
+        trace: m.cfg.trace.then(|| Trace {
+            id,
+            arrived,
+            prompt_tokens: prompt,
+            emits: Vec::new(),
+            released: Vec::new(),
+        }),
         done: false,
     };
     if r.stream {

@@ -1,8 +1,9 @@
 //! `/metrics` in the Prometheus text format, with vLLM's metric names so existing dashboards and
-//! scrapers work unchanged.
+//! scrapers work unchanged. Observations take no lock (atomic counters).
 
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 
 use goodput_engine::Gauges;
 
@@ -17,87 +18,99 @@ const E2E_BUCKETS: &[f64] = &[
     1920.0, 7680.0,
 ];
 
-#[derive(Debug, Clone)]
+/// A histogram updated without a lock: one atomic counter per bucket, the sum as the bits of an
+/// `f64` updated by compare-and-swap (observations from many handlers never wait on each other).
+#[derive(Debug)]
 struct Histogram {
     bounds: &'static [f64],
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+    counts: Vec<AtomicU64>,
+    sum_bits: AtomicU64,
+    count: AtomicU64,
 }
 
 impl Histogram {
     fn new(bounds: &'static [f64]) -> Self {
-        Histogram { bounds, counts: vec![0; bounds.len()], sum: 0.0, count: 0 }
-    }
-    fn observe(&mut self, v: f64) {
-        if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
-            self.counts[i] += 1;
+        Histogram {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            sum_bits: AtomicU64::new(0f64.to_bits()),
+            count: AtomicU64::new(0),
         }
-        self.sum += v;
-        self.count += 1;
+    }
+    /// `n` observations of `v`.
+    fn observe_n(&self, v: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
+            self.counts[i].fetch_add(n, Relaxed);
+        }
+        let add = v * n as f64;
+        let _ = self.sum_bits.fetch_update(Relaxed, Relaxed, |b| Some((f64::from_bits(b) + add).to_bits()));
+        self.count.fetch_add(n, Relaxed);
+    }
+    fn observe(&self, v: f64) {
+        self.observe_n(v, 1);
     }
     fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         let mut acc = 0;
         for (b, c) in self.bounds.iter().zip(&self.counts) {
-            acc += c;
+            acc += c.load(Relaxed);
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {acc}");
         }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+        // a scrape concurrent with observations may see a bucket before the count: keep +Inf ≥ all
+        let count = self.count.load(Relaxed).max(acc);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", f64::from_bits(self.sum_bits.load(Relaxed)));
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
     }
 }
 
+/// Counters and histograms the HTTP layer observes, without locks (atomics only), so a token
+/// event costs a few atomic adds.
 #[derive(Debug)]
-struct Inner {
-    prompt_tokens: u64,
-    generation_tokens: u64,
+pub struct ServerMetrics {
+    prompt_tokens: AtomicU64,
+    generation_tokens: AtomicU64,
     ttft: Histogram,
     itl: Histogram,
     e2e: Histogram,
 }
 
-/// Counters and histograms the HTTP layer observes.
-#[derive(Debug)]
-pub struct ServerMetrics(Mutex<Inner>);
-
 impl Default for ServerMetrics {
     fn default() -> Self {
-        ServerMetrics(Mutex::new(Inner {
-            prompt_tokens: 0,
-            generation_tokens: 0,
+        ServerMetrics {
+            prompt_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
             e2e: Histogram::new(E2E_BUCKETS),
-        }))
+        }
     }
 }
 
 impl ServerMetrics {
     pub fn prompt(&self, tokens: u64) {
-        self.0.lock().expect("metrics").prompt_tokens += tokens;
+        self.prompt_tokens.fetch_add(tokens, Relaxed);
     }
     pub fn first_token(&self, ttft_s: f64) {
-        self.0.lock().expect("metrics").ttft.observe(ttft_s);
+        self.ttft.observe(ttft_s);
     }
-    /// `n` tokens arrived `gap_s` after the previous ones.
+    /// `n` tokens arrived `gap_s` after the previous ones (each counts `gap_s / n` of ITL).
     pub fn tokens(&self, n: u32, gap_s: Option<f64>) {
-        let mut m = self.0.lock().expect("metrics");
-        m.generation_tokens += n as u64;
-        if let Some(g) = gap_s {
-            for _ in 0..n {
-                m.itl.observe(g / n as f64);
-            }
+        self.generation_tokens.fetch_add(n as u64, Relaxed);
+        if let Some(g) = gap_s.filter(|_| n > 0) {
+            self.itl.observe_n(g / n as f64, n as u64);
         }
     }
     pub fn finished(&self, e2e_s: f64) {
-        self.0.lock().expect("metrics").e2e.observe(e2e_s);
+        self.e2e.observe(e2e_s);
     }
 
     /// The whole exposition.
     pub fn render(&self, model: &str, g: &Gauges) -> String {
-        let m = self.0.lock().expect("metrics");
+        let m = self;
         let l = format!("model_name=\"{}\"", model.replace('\\', "\\\\").replace('"', "\\\""));
         let mut o = String::new();
         let mut scalar = |name: &str, kind: &str, help: &str, v: f64| {
@@ -117,12 +130,17 @@ impl ServerMetrics {
         for (name, help, v) in counters {
             scalar(name, "counter", help, v as f64);
         }
-        scalar("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", m.prompt_tokens as f64);
+        scalar(
+            "vllm:prompt_tokens_total",
+            "counter",
+            "Number of prefill tokens processed.",
+            m.prompt_tokens.load(Relaxed) as f64,
+        );
         scalar(
             "vllm:generation_tokens_total",
             "counter",
             "Number of generation tokens processed.",
-            m.generation_tokens as f64,
+            m.generation_tokens.load(Relaxed) as f64,
         );
         m.ttft.render(&mut o, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &l);
         m.itl.render(&mut o, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &l);

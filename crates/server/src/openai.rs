@@ -195,48 +195,80 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
     })
 }
 
-/// Builds the stream's JSON chunks for one request.
+/// Builds the stream's JSON chunks for one request, writing their bytes directly: the part every
+/// chunk shares (`data: {"id":…,"object":…,"created":…,"model":…,"choices":[`) is built once per
+/// stream, and each chunk appends its choice with only its text JSON-escaped (no `json!` tree, one
+/// allocation per chunk).
 pub struct Chunks {
     pub id: String,
     pub created: u64,
     pub model: String,
     pub endpoint: Api,
+    head: String,
 }
 
 impl Chunks {
-    fn object(&self) -> &'static str {
-        match self.endpoint {
+    pub fn new(id: String, created: u64, model: String, endpoint: Api) -> Self {
+        let mut head = String::with_capacity(64 + id.len() + model.len());
+        head.push_str("data: {\"id\":");
+        push_json_str(&mut head, &id);
+        head.push_str(",\"object\":\"");
+        head.push_str(match endpoint {
             Api::Completions => "text_completion",
             Api::Chat => "chat.completion.chunk",
-        }
+        });
+        head.push_str("\",\"created\":");
+        head.push_str(&created.to_string());
+        head.push_str(",\"model\":");
+        push_json_str(&mut head, &model);
+        head.push_str(",\"choices\":[");
+        Chunks { id, created, model, endpoint, head }
     }
 
-    fn wrap(&self, choices: Value, usage: Option<Value>) -> String {
-        let mut v = json!({"id": self.id, "object": self.object(), "created": self.created, "model": self.model, "choices": choices});
-        if let Some(u) = usage {
-            v["usage"] = u;
-        }
-        format!("data: {v}\n\n")
+    fn start(&self, extra: usize) -> String {
+        let mut s = String::with_capacity(self.head.len() + 96 + extra);
+        s.push_str(&self.head);
+        s
     }
 
     /// The first chunk of a chat stream: the role, no content.
     pub fn role(&self) -> String {
-        self.wrap(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]), None)
+        let mut s = self.start(0);
+        s.push_str(
+            "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+        );
+        s
     }
 
     /// Generated text, with the finish reason on the last one.
     pub fn text(&self, text: &str, finish: Option<&str>) -> String {
-        let choice = match self.endpoint {
-            Api::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
-            Api::Chat => {
-                json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": finish})
-            }
-        };
-        self.wrap(json!([choice]), None)
+        let mut s = self.start(text.len() + 8);
+        match self.endpoint {
+            Api::Completions => s.push_str("{\"index\":0,\"text\":"),
+            Api::Chat => s.push_str("{\"index\":0,\"delta\":{\"content\":"),
+        }
+        push_json_str(&mut s, text);
+        if self.endpoint == Api::Chat {
+            s.push('}');
+        }
+        s.push_str(",\"logprobs\":null,\"finish_reason\":");
+        match finish {
+            Some(f) => push_json_str(&mut s, f),
+            None => s.push_str("null"),
+        }
+        s.push_str("}]}\n\n");
+        s
     }
 
     pub fn usage(&self, prompt: u64, completion: u64) -> String {
-        self.wrap(json!([]), Some(usage(prompt, completion)))
+        use std::fmt::Write;
+        let mut s = self.start(0);
+        let _ = write!(
+            s,
+            "],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}}}\n\n",
+            prompt + completion
+        );
+        s
     }
 
     /// The whole response of a non-streaming request.
@@ -254,6 +286,14 @@ impl Chunks {
         json!({"id": self.id, "object": object, "created": self.created, "model": self.model,
                "choices": [choice], "usage": usage(prompt, completion)})
     }
+}
+
+/// Appends `v` as a JSON string (quoted, escaped).
+fn push_json_str(out: &mut String, v: &str) {
+    // serde_json writes valid UTF-8 for a &str, so the bytes stay a String
+    let mut buf = std::mem::take(out).into_bytes();
+    serde_json::to_writer(&mut buf, v).expect("writing to a Vec cannot fail");
+    *out = String::from_utf8(buf).expect("serde_json writes UTF-8");
 }
 
 fn usage(prompt: u64, completion: u64) -> Value {
@@ -300,7 +340,7 @@ mod tests {
 
     #[test]
     fn chunk_shapes() {
-        let c = Chunks { id: "cmpl-1".into(), created: 1, model: "m".into(), endpoint: Api::Chat };
+        let c = Chunks::new("cmpl-1".into(), 1, "m".into(), Api::Chat);
         let role: Value = serde_json::from_str(c.role().trim().strip_prefix("data: ").unwrap()).unwrap();
         assert_eq!(role["choices"][0]["delta"]["role"], "assistant");
         let t: Value =
@@ -310,5 +350,38 @@ mod tests {
         let u: Value = serde_json::from_str(c.usage(3, 4).trim().strip_prefix("data: ").unwrap()).unwrap();
         assert_eq!(u["usage"]["total_tokens"], 7);
         assert_eq!(u["choices"].as_array().unwrap().len(), 0);
+    }
+
+    /// The bytes written directly are exactly the JSON a `json!` tree gave (same values, escaping
+    /// included), for both endpoints, with and without a finish reason.
+    #[test]
+    fn direct_chunks_match_the_json_tree() {
+        let parse = |s: String| -> Value {
+            assert!(s.starts_with("data: {") && s.ends_with("}\n\n"), "{s:?}");
+            serde_json::from_str(s.trim().strip_prefix("data: ").unwrap()).unwrap()
+        };
+        let text = "a \"q\" \\ \n\u{1}é";
+        for (ep, object) in [(Api::Completions, "text_completion"), (Api::Chat, "chat.completion.chunk")] {
+            let c = Chunks::new("cmpl-\"7\"".into(), 42, "m/\"x\"".into(), ep);
+            let wrap = |choices: Value| json!({"id": "cmpl-\"7\"", "object": object, "created": 42, "model": "m/\"x\"", "choices": choices});
+            for finish in [None, Some("length")] {
+                let choice = match ep {
+                    Api::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+                    Api::Chat => {
+                        json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": finish})
+                    }
+                };
+                assert_eq!(parse(c.text(text, finish)), wrap(json!([choice])));
+            }
+            let mut usage = wrap(json!([]));
+            usage["usage"] = json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7});
+            assert_eq!(parse(c.usage(3, 4)), usage);
+            assert_eq!(
+                parse(c.role()),
+                wrap(
+                    json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}])
+                )
+            );
+        }
     }
 }

@@ -44,6 +44,9 @@ pub struct Trace {
     pub prompt_tokens: u64,
     /// One entry per chunk written, with the tokens it carried.
     pub emits: Vec<(Instant, u32)>,
+    /// For each entry of `emits`: when the engine released its tokens (the end of the iteration
+    /// they came from, as paced by the driver); `emits[k].0 − released[k]` is the emit-time error.
+    pub released: Vec<Instant>,
 }
 
 pub(crate) struct Inner {

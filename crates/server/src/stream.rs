@@ -40,9 +40,10 @@ impl TokenStream {
         self.state.0.tokenizer.words_text(n as usize, &mut self.rng)
     }
 
-    /// Waits for the next engine event; returns its text and whether it was the last.
-    async fn tokens(&mut self) -> Option<(String, u32, bool)> {
-        let TokenEvent::Tokens { n, finished, .. } = self.rx.recv().await?;
+    /// Waits for the next engine event; returns its text, its tokens, whether it was the last, and
+    /// when the engine released it.
+    async fn tokens(&mut self) -> Option<(String, u32, bool, Instant)> {
+        let TokenEvent::Tokens { n, finished, at } = self.rx.recv().await?;
         let now = Instant::now();
         let m = &self.state.0.metrics;
         if self.last.is_none() {
@@ -55,16 +56,17 @@ impl TokenStream {
             self.done = true;
             m.finished(now.duration_since(self.arrived).as_secs_f64());
         }
-        Some((self.words(n), n, finished))
+        Some((self.words(n), n, finished, at))
     }
 
     fn finish_reason(&self) -> &'static str {
         if self.generated >= self.max_tokens { "length" } else { "stop" }
     }
 
-    fn emitted(&mut self, n: u32) {
+    fn emitted(&mut self, n: u32, released: Instant) {
         if let Some(t) = &mut self.trace {
             t.emits.push((Instant::now(), n));
+            t.released.push(released);
         }
     }
 
@@ -76,12 +78,12 @@ impl TokenStream {
                 Some(Bytes::from(self.chunks.role()))
             }
             Phase::Tokens => {
-                let (text, n, last) = self.tokens().await?;
+                let (text, n, last, released) = self.tokens().await?;
                 if last {
                     self.phase = if self.include_usage { Phase::Usage } else { Phase::Done };
                 }
                 let chunk = self.chunks.text(&text, last.then(|| self.finish_reason()));
-                self.emitted(n);
+                self.emitted(n, released);
                 Some(Bytes::from(chunk))
             }
             Phase::Usage => {
@@ -101,7 +103,7 @@ impl TokenStream {
         let mut text = String::new();
         loop {
             match self.tokens().await {
-                Some((t, _, last)) => {
+                Some((t, _, last, _)) => {
                     text.push_str(&t);
                     if last {
                         return Ok((text, self.finish_reason()));

@@ -23,6 +23,7 @@ fn measure(name: &str, cfg: &EngineConfig, spec: &WorkloadSpec, n: u64, target: 
             ignore_eos: true,
             seed: 0,
             max_errors: None,
+            shard: None,
         };
         let t = std::time::Instant::now();
         let out = simulate(engine.as_mut(), &sim, w);

@@ -260,6 +260,7 @@ fn predict(s: &Scenario) -> f64 {
         ignore_eos: true,
         seed: 1,
         max_errors: None,
+        shard: None,
     };
     let out = simulate(&mut engine, &cfg, w);
     let sum = summarize(&out.records, &SummaryOptions::new());

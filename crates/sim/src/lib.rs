@@ -11,6 +11,8 @@
 
 pub mod calibration;
 
+use std::collections::VecDeque;
+
 use goodput_engine::{Emit, EngineRequest, EngineStats, ServingEngine, block_hashes, output_length};
 use goodput_metrics::{ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, Workload};
@@ -28,6 +30,9 @@ pub struct SimConfig {
     pub seed: u64,
     /// Stop sending once this many requests have failed (`--max-errors`); those in flight finish.
     pub max_errors: Option<u64>,
+    /// Send only this shard's slice of the schedule (`--shard I/N`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<goodput_workload::Shard>,
 }
 
 /// What a simulation produced.
@@ -51,27 +56,67 @@ impl SimOutcome {
 /// A refused request still costs its client a round trip before it can send again.
 const REJECT_RTT_S: f64 = 1e-3;
 
-/// Runs the workload to completion (or its limits) in virtual time.
+/// Runs the workload to completion (or its limits) in virtual time, keeping every record.
 pub fn simulate(engine: &mut dyn ServingEngine, cfg: &SimConfig, workload: Workload) -> SimOutcome {
-    Sim::new(cfg, workload).run(engine)
+    let mut records = Vec::new();
+    let end = simulate_with(engine, cfg, workload, &mut |r| records.push(r));
+    records.sort_by_key(|r| r.id);
+    SimOutcome { records, stats: end.stats, end_s: end.end_s, stop: end.stop }
+}
+
+/// How a simulation whose records went to a sink ended.
+#[derive(Debug)]
+pub struct SimEnd {
+    pub stats: EngineStats,
+    /// Virtual time at the end, seconds.
+    pub end_s: f64,
+    pub stop: StopReason,
+}
+
+/// Runs the workload like [`simulate`], handing each record to `sink` as its request finishes
+/// (in completion order) instead of keeping them: memory holds only requests in flight.
+pub fn simulate_with(
+    engine: &mut dyn ServingEngine,
+    cfg: &SimConfig,
+    workload: Workload,
+    sink: &mut dyn FnMut(RequestRecord),
+) -> SimEnd {
+    Sim::new(cfg, workload, sink).run(engine)
 }
 
 /// The driver's state: the load machine and the records being built.
 struct Sim<'a> {
     cfg: &'a SimConfig,
     machine: LoadMachine,
-    records: Vec<RequestRecord>,
+    /// Records of requests from id `base` on; `None` once finished and handed to the sink.
+    records: VecDeque<Option<RequestRecord>>,
+    base: u64,
+    sink: &'a mut dyn FnMut(RequestRecord),
     emits: Vec<Emit>,
 }
 
 impl<'a> Sim<'a> {
-    fn new(cfg: &'a SimConfig, workload: Workload) -> Self {
+    fn new(cfg: &'a SimConfig, workload: Workload, sink: &'a mut dyn FnMut(RequestRecord)) -> Self {
         let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
-        let machine = LoadMachine::new(&cfg.load, bounds, cfg.seed, Box::new(workload), false);
-        Sim { cfg, machine, records: Vec::new(), emits: Vec::new() }
+        let machine = LoadMachine::sharded(&cfg.load, bounds, cfg.seed, Box::new(workload), false, cfg.shard);
+        Sim { cfg, machine, records: VecDeque::new(), base: 0, sink, emits: Vec::new() }
     }
 
-    fn run(mut self, engine: &mut dyn ServingEngine) -> SimOutcome {
+    fn record(&mut self, id: u64) -> &mut RequestRecord {
+        self.records[(id - self.base) as usize].as_mut().expect("a request in flight has its record")
+    }
+
+    /// Hands request `id`'s record to the sink and drops finished records from the front.
+    fn finish(&mut self, id: u64) {
+        let r = self.records[(id - self.base) as usize].take().expect("finished once");
+        (self.sink)(r);
+        while self.records.front().is_some_and(|r| r.is_none()) {
+            self.records.pop_front();
+            self.base += 1;
+        }
+    }
+
+    fn run(mut self, engine: &mut dyn ServingEngine) -> SimEnd {
         let mut t = 0.0f64;
         loop {
             // tokens of iterations that ended by now, then everything due now, then the next
@@ -88,7 +133,10 @@ impl<'a> Sim<'a> {
                     Next::Wait(at) => break Some(at),
                     Next::Idle => break None,
                     Next::Done(stop) => {
-                        return SimOutcome { records: self.records, stats: engine.stats(), end_s: t, stop };
+                        for r in std::mem::take(&mut self.records).into_iter().flatten() {
+                            (self.sink)(r);
+                        }
+                        return SimEnd { stats: engine.stats(), end_s: t, stop };
                     }
                 }
             };
@@ -103,12 +151,12 @@ impl<'a> Sim<'a> {
         }
         self.fail_unfinished(t);
         let stop = self.machine.stopped().unwrap_or_default();
-        SimOutcome { records: self.records, stats: engine.stats(), end_s: t, stop }
+        SimEnd { stats: engine.stats(), end_s: t, stop }
     }
 
     /// Ends, as failed, requests the engine left unfinished although nothing more would happen.
     fn fail_unfinished(&mut self, t: f64) {
-        for r in self.records.iter_mut().filter(|r| r.end_ms.is_none()) {
+        for mut r in std::mem::take(&mut self.records).into_iter().flatten() {
             r.end_ms = Some(t * 1e3);
             r.error = Some(RequestError {
                 class: ErrorClass::StreamEndedEarly,
@@ -116,11 +164,12 @@ impl<'a> Sim<'a> {
                     .into(),
                 status: None,
             });
+            (self.sink)(r);
         }
     }
 
     fn deliver(&mut self, e: Emit, t: f64) {
-        let r = &mut self.records[e.seq as usize];
+        let r = self.record(e.seq);
         r.event_ms.push(t * 1e3);
         r.event_tokens.push(e.tokens);
         if e.finished {
@@ -130,6 +179,7 @@ impl<'a> Sim<'a> {
             r.output_tokens_source = Some(TokenSource::Server);
             r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
             self.machine.finished(e.seq, t, Finished { ok: true, output_tokens: n, reply: String::new() });
+            self.finish(e.seq);
         }
     }
 
@@ -144,7 +194,7 @@ impl<'a> Sim<'a> {
             event_tokens_source: Some(TokenSource::Server),
             ..r.record()
         };
-        debug_assert_eq!(self.records.len() as u64, r.id, "ids are dense, in send order");
+        debug_assert_eq!(self.base + self.records.len() as u64, r.id, "ids are dense, in send order");
         let output = output_length(r.seed, 1, r.max_tokens, self.cfg.ignore_eos);
         let req = EngineRequest {
             prompt_tokens: r.input_tokens.min(u32::MAX as u64) as u32,
@@ -159,7 +209,7 @@ impl<'a> Sim<'a> {
                 // one event per token (a step may carry several; this is the most it needs)
                 rec.event_ms.reserve_exact(output as usize);
                 rec.event_tokens.reserve_exact(output as usize);
-                self.records.push(rec)
+                self.records.push_back(Some(rec))
             }
             Err(reject) => {
                 rec.end_ms = rec.sent_ms;
@@ -167,8 +217,9 @@ impl<'a> Sim<'a> {
                 rec.output_tokens_source = Some(TokenSource::Server);
                 rec.error =
                     Some(RequestError { class: ErrorClass::Rejected, message: reject.to_string(), status: None });
-                self.records.push(rec);
+                self.records.push_back(Some(rec));
                 self.machine.finished(r.id, sent + REJECT_RTT_S, Finished::default());
+                self.finish(r.id);
             }
         }
     }
@@ -206,7 +257,7 @@ mod tests {
     }
 
     fn cfg(load: Load, requests: Option<u64>) -> SimConfig {
-        SimConfig { load, requests, duration_s: None, ignore_eos: true, seed: 0, max_errors: None }
+        SimConfig { load, requests, duration_s: None, ignore_eos: true, seed: 0, max_errors: None, shard: None }
     }
 
     fn run(load: Load, requests: u64, tweak: impl FnOnce(&mut EngineConfig)) -> SimOutcome {
@@ -292,6 +343,32 @@ mod tests {
         let s = summarize(&out.records, &SummaryOptions::new());
         assert!(s.ttft_sched_ms.mean.unwrap() > s.ttft_ms.mean.unwrap() * 1.5);
         assert_eq!(s.schedule_lag_ms.max, Some(0.0), "waiting for the cap is not lag");
+    }
+
+    #[test]
+    fn all_at_once_queues_unless_the_queue_is_bounded() {
+        let load = Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None };
+        // a bound of 10 waiting requests: the rest are refused, and the message names the flag
+        let out = run(load.clone(), 60, |c| c.max_waiting = 10);
+        let rejected: Vec<_> = out.records.iter().filter_map(|r| r.error.as_ref()).collect();
+        assert!(!rejected.is_empty());
+        assert!(rejected.iter().all(|e| e.class == ErrorClass::Rejected && e.message.contains("--max-waiting")));
+        // unbounded (what `sim --rate inf` plans without --max-waiting): every request waits its turn
+        let out = run(load, 60, |c| c.max_waiting = u32::MAX as usize);
+        assert!(out.records.iter().all(|r| r.is_success()));
+        assert_eq!(out.records.len(), 60);
+    }
+
+    #[test]
+    fn records_stream_to_a_sink_in_completion_order() {
+        let load = Load::Open { arrivals: Arrivals::Poisson { rate: 20.0 }, max_concurrency: None };
+        let kept = run(load.clone(), 100, |_| {});
+        let mut seen = Vec::new();
+        let end = simulate_with(&mut engine(|_| {}), &cfg(load, Some(100)), workload(512, 128), &mut |r| seen.push(r));
+        assert_eq!(end.stop, kept.stop);
+        assert!(seen.windows(2).all(|w| w[0].end_ms <= w[1].end_ms), "handed over as they finish");
+        seen.sort_by_key(|r| r.id);
+        assert_eq!(seen, kept.records);
     }
 
     #[test]

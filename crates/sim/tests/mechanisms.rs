@@ -24,7 +24,15 @@ fn spec(input: LengthDist, output: LengthDist) -> WorkloadSpec {
 
 fn sim(cfg: &EngineConfig, load: Load, requests: u64, spec: WorkloadSpec) -> SimOutcome {
     let mut engine: Box<dyn ServingEngine> = build(cfg).unwrap();
-    let c = SimConfig { load, requests: Some(requests), duration_s: None, ignore_eos: true, seed: 7, max_errors: None };
+    let c = SimConfig {
+        load,
+        requests: Some(requests),
+        duration_s: None,
+        ignore_eos: true,
+        seed: 7,
+        max_errors: None,
+        shard: None,
+    };
     let out = simulate(engine.as_mut(), &c, Workload::counts_only(spec).unwrap());
     assert!(out.records.iter().all(RequestRecord::is_success), "every request completes");
     out

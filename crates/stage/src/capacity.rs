@@ -241,8 +241,9 @@ pub async fn search<T: Target>(
         curve.iter().filter(|p| p.verdict == ClientVerdict::ClientBound).map(|p| format!("{:.2}", p.rate)).collect();
     if !bound.is_empty() {
         notes.push(format!(
-            "Warning: the load generator was client-bound at {} req/s (its sends lagged the schedule by over \
-             1 ms at p99, or fell below 97% of its rate; see those runs' warnings): those steps measured the \
+            "Warning: the load generator was client-bound at {} req/s (its sends lagged the schedule at p99 by \
+             more than the larger of 1 ms and 5% of TTFT p50, or fell below 97% of its rate; see those runs' \
+             warnings): those steps measured the \
              client as well as the server.",
             bound.join(", ")
         ));

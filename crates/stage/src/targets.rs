@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use goodput_client::{CancelHandle, Counters, Endpoint, HttpClient, Observer, RunConfig, cancel_pair};
+use goodput_client::{CancelHandle, Counters, Endpoint, HttpClient, Observer, RunConfig, ScrapeConfig, cancel_pair};
 use goodput_engine::EngineStats;
-use goodput_metrics::{RequestRecord, StopReason};
+use goodput_metrics::{Collector, RequestRecord, StopReason};
 use goodput_results::plan::{EnginePlan, RunPlan};
+use goodput_results::server_metrics::{Flavour, ServerMetrics};
 use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summaries, summary_options, unix_ns};
 use goodput_server::{Embedded, ServerConfig};
-use goodput_sim::{SimConfig, simulate};
+use goodput_sim::{SimConfig, simulate_with};
 use goodput_workload::Workload;
 
 use crate::{Control, Resources, Stage, StageError, Target};
@@ -38,7 +39,22 @@ impl Target for UrlTarget {
             self.ca_pem.as_deref(),
         )?;
         let target = RunTarget::Url { url: self.url.clone(), model: Some(self.model.clone()) };
-        let m = measure(client, &self.model, false, stage, ctl, &self.res).await?;
+        let scrape = stage.plan.scrape.as_ref().map(|s| {
+            let own = format!("{}/metrics", self.url.trim_end_matches('/'));
+            let url = s.url.clone().unwrap_or(own);
+            // the API key goes only to the target's own host
+            let base = |u: &str| goodput_client::scrape::split_url(u).ok().map(|(b, _)| b);
+            let same_host = base(&url).is_some() && base(&url) == base(&self.url);
+            let cfg = ScrapeConfig {
+                url,
+                interval: s.interval,
+                api_key: if same_host { self.api_key.clone() } else { None },
+                ca_pem: self.ca_pem.clone(),
+                connect_timeout: timeouts.connect,
+            };
+            (cfg, None)
+        });
+        let m = measure(client, &self.model, false, stage, ctl, &self.res, scrape).await?;
         Ok(m.into_run(stage, target, None))
     }
 
@@ -78,7 +94,17 @@ impl Target for EmbeddedTarget {
         }
         let timeouts = stage.plan.timeouts.unwrap_or_default();
         let client = HttpClient::new(&e.url(), None, stage.load.pool_size(), timeouts.connect)?;
-        let measured = measure(client, &model, true, stage, ctl, &self.res).await;
+        // the embedded server serves /metrics itself: always scraped
+        let interval = stage.plan.scrape.as_ref().map_or(DEFAULT_SCRAPE_INTERVAL, |s| s.interval);
+        let scrape = ScrapeConfig {
+            url: format!("{}/metrics", e.url()),
+            interval,
+            api_key: None,
+            ca_pem: None,
+            connect_timeout: timeouts.connect,
+        };
+        let measured =
+            measure(client, &model, true, stage, ctl, &self.res, Some((scrape, Some(Flavour::Goodput)))).await;
         let stats = e.state.engine().stats().await;
         let url = e.url();
         e.shutdown().await;
@@ -99,8 +125,12 @@ impl Target for EmbeddedTarget {
     }
 }
 
-/// Most requests one simulated run holds (each record is kept, about 1 KB).
-pub const MAX_SIM_REQUESTS: u64 = 5_000_000;
+/// The embedded engine's scrape period when the plan names none.
+const DEFAULT_SCRAPE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Most requests one simulated run sends (records are summarized as they finish and sampled
+/// past `--records`' cap, so memory does not grow with it; this bounds a duration-only run).
+pub const MAX_SIM_REQUESTS: u64 = 20_000_000;
 
 /// The engine model in virtual time.
 pub struct SimTarget {
@@ -123,13 +153,19 @@ impl Target for SimTarget {
             ignore_eos: plan.ignore_eos,
             seed: stage.seed,
             max_errors: plan.load.max_errors,
+            shard: plan.load.shard,
         };
         let started = Instant::now();
         let wall_ns = unix_ns();
-        let out = simulate(engine.as_mut(), &cfg, workload);
-        let elapsed_s = started.elapsed().as_secs_f64();
+        // records are summarized as they finish; the document keeps what --records says
         let opts = summary_options(plan, &stage.load);
-        let (summary, summary_full) = summaries(&out.records, &opts);
+        let mut collector = Collector::new(opts, plan.output.records, stage.seed);
+        let out = simulate_with(engine.as_mut(), &cfg, workload, &mut |r| collector.push(r));
+        let (mut summary, summary_full, records, kept) = collector.finish();
+        if kept.is_partial() {
+            summary.records_kept = Some(kept);
+        }
+        let elapsed_s = started.elapsed().as_secs_f64();
         let model = self.engine.config.model.name.clone();
         Ok(Run {
             name: stage.name.clone(),
@@ -140,12 +176,13 @@ impl Target for SimTarget {
             elapsed_s: Some(elapsed_s),
             virtual_end_s: Some(out.end_s),
             target: RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) },
-            interrupted: out.max_errors_reached(),
+            interrupted: out.stop == StopReason::MaxErrors,
             stop: out.stop,
             summary,
             summary_full,
             engine_stats: Some(out.stats),
-            requests: out.records,
+            server_metrics: None,
+            requests: records,
         })
     }
 
@@ -172,6 +209,8 @@ struct Measured {
     /// How late the client's runtime woke (ms, one per probe tick).
     runtime_lag_ms: Vec<f64>,
     bookkeeping: goodput_metrics::Bookkeeping,
+    /// The server's metrics scraped beside the load.
+    server_metrics: Option<ServerMetrics>,
 }
 
 impl Measured {
@@ -179,7 +218,23 @@ impl Measured {
         let mut opts = summary_options(&stage.plan, &stage.load);
         opts.runtime_lag = goodput_metrics::RuntimeLag::from_samples(&self.runtime_lag_ms, opts.percentiles);
         opts.bookkeeping = Some(self.bookkeeping);
-        let (summary, summary_full) = summaries(&self.records, &opts);
+        let (mut summary, mut summary_full) = summaries(&self.records, &opts);
+        let mut server_metrics = self.server_metrics;
+        if let Some(m) = &mut server_metrics {
+            m.cross_check(&self.records);
+            for w in m.warnings() {
+                if let Some(f) = &mut summary_full {
+                    f.warnings.push(w.clone());
+                }
+                summary.warnings.push(w);
+            }
+        }
+        // the document keeps what --records says (the JSONL log has every record)
+        let (records, kept) =
+            goodput_metrics::stream::sample_records(self.records, stage.plan.output.records, stage.seed);
+        if kept.is_partial() {
+            summary.records_kept = Some(kept);
+        }
         Run {
             name: stage.name.clone(),
             id: new_run_id(),
@@ -194,7 +249,8 @@ impl Measured {
             summary,
             summary_full,
             engine_stats,
-            requests: self.records,
+            server_metrics,
+            requests: records,
         }
     }
 }
@@ -238,6 +294,7 @@ async fn measure(
     stage: &Stage,
     ctl: &Control,
     res: &Resources,
+    scrape: Option<(ScrapeConfig, Option<Flavour>)>,
 ) -> Result<Measured, StageError> {
     let plan: &RunPlan = &stage.plan;
     let mut ep =
@@ -255,6 +312,7 @@ async fn measure(
         // the embedded engine stops each request where the simulator would
         send_seed,
         seed: stage.seed,
+        shard: plan.load.shard,
     };
     let workload = Workload::new(res.workload_spec(&plan.workload, stage.seed), res.tokenizer.clone())?;
     // the stage stops on the caller's interrupt, or when saturated
@@ -273,8 +331,17 @@ async fn measure(
         stop: Arc::clone(&stop),
         saturated: AtomicBool::new(false),
     });
+    // started before the load (its first scrape precedes the first request), stopped after it
+    let scraper = match scrape {
+        Some((cfg, flavour)) => Some((goodput_client::Scraper::start(cfg).await?, flavour)),
+        None => None,
+    };
     let outcome = goodput_client::run(ep, cfg, workload, token, guard.clone()).await;
     forward.abort();
+    let server_metrics = match scraper {
+        Some((s, flavour)) => Some(s.finish(&outcome.clock, flavour).await),
+        None => None,
+    };
     let saturated = guard.saturated.load(Ordering::SeqCst);
     let elapsed = outcome.clock.t0().elapsed();
     Ok(Measured {
@@ -285,6 +352,7 @@ async fn measure(
         records: outcome.records,
         runtime_lag_ms: outcome.runtime_lag_ms,
         bookkeeping: outcome.bookkeeping,
+        server_metrics,
     })
 }
 

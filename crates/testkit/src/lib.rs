@@ -7,6 +7,7 @@
 //! written, so tests can compare client measurements against the truth.
 
 pub mod fast;
+pub mod faults;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,13 @@ pub enum Step {
     Cut,
     /// Say nothing for this long, then close.
     Silence(Duration),
+    /// These exact bytes as the status line and headers, e.g. an `HTTP/1.0` head without
+    /// chunking or one with `Content-Encoding: gzip` (end it with a blank line).
+    Head(String),
+    /// One HTTP chunk carrying these bytes, which need not be UTF-8.
+    ChunkBytes(Vec<u8>),
+    /// These bytes as they are, with no chunk framing (a body that runs until the close).
+    Raw(Vec<u8>),
 }
 
 pub type Script = Vec<Step>;
@@ -257,6 +265,14 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
             sock.write_all(resp.as_bytes()).await?;
             continue;
         }
+        if line.starts_with("GET /metrics") {
+            // a scripted server exposes no metrics (a scrape must count the failure and go on)
+            let b = "404 page not found";
+            let resp =
+                format!("HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{b}", b.len());
+            sock.write_all(resp.as_bytes()).await?;
+            continue;
+        }
         let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let idx = {
             let mut l = log.lock().unwrap();
@@ -283,6 +299,20 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
                     out.extend_from_slice(data.as_bytes());
                     out.extend_from_slice(b"\r\n");
                     sock.write_all(&out).await?;
+                    sock.flush().await?;
+                    log.lock().unwrap()[idx].chunk_times.push(Instant::now());
+                }
+                Step::Head(head) => sock.write_all(head.as_bytes()).await?,
+                Step::ChunkBytes(data) => {
+                    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+                    out.extend_from_slice(&data);
+                    out.extend_from_slice(b"\r\n");
+                    sock.write_all(&out).await?;
+                    sock.flush().await?;
+                    log.lock().unwrap()[idx].chunk_times.push(Instant::now());
+                }
+                Step::Raw(data) => {
+                    sock.write_all(&data).await?;
                     sock.flush().await?;
                     log.lock().unwrap()[idx].chunk_times.push(Instant::now());
                 }

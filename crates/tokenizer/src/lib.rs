@@ -94,6 +94,16 @@ impl Tokenizer {
     /// A Hugging Face `tokenizer.json` (read from the file only; nothing is downloaded).
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
         let load_err = |message: String| TokenizerError::Load { path: path.display().to_string(), message };
+        if path.is_dir() {
+            let hint = if path.join("tokenizer.json").is_file() {
+                format!("; {} is there", path.join("tokenizer.json").display())
+            } else {
+                String::new()
+            };
+            return Err(load_err(format!(
+                "is a directory: expected the path of a Hugging Face tokenizer.json file{hint}"
+            )));
+        }
         if !path.is_file() {
             return Err(load_err("no such file (expected a Hugging Face tokenizer.json)".into()));
         }

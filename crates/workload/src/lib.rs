@@ -16,6 +16,7 @@ pub mod load;
 pub mod machine;
 pub mod seed;
 pub mod session;
+pub mod shard;
 pub mod think;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub use lengths::{LengthDist, MAX_LENGTH};
 pub use load::{Load, Profile};
 pub use machine::{Bounds, Finished, LoadMachine, Next, Request, SessionSource};
 pub use session::{Conversation, Message, Segment, SessionSpec, TurnSpec};
+pub use shard::{Shard, ShardError};
 pub use think::ThinkTime;
 
 #[derive(Debug, thiserror::Error)]

@@ -16,6 +16,9 @@
 //! seed. Every random draw comes from [`crate::seed`], keyed so that it does not depend on the
 //! order in which the driver reaches it.
 //!
+//! With a [`Shard`] ([`LoadMachine::sharded`]) the machine still generates the global schedule
+//! but sends only its slice of it (see [`crate::shard`]).
+//!
 //! Times are seconds since the run start.
 
 use std::cmp::Ordering;
@@ -29,6 +32,7 @@ use crate::arrivals::ArrivalClock;
 use crate::load::Load;
 use crate::seed;
 use crate::session::{Conversation, Message, Segment, SessionSpec};
+use crate::shard::Shard;
 use crate::think::ThinkTime;
 
 /// Where sessions come from: a [`crate::Workload`], or a queue a generator thread fills.
@@ -57,8 +61,12 @@ pub struct Bounds {
 /// A request to send now.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
-    /// Position in send order (0-based).
+    /// Position in this process's send order (0-based, dense: drivers index by it).
     pub id: u64,
+    /// The id the record carries: `id` in an unsharded run, shard `I/N`'s `id·N + I` otherwise.
+    pub global_id: u64,
+    /// The shard that sends it (`None` in an unsharded run).
+    pub shard: Option<u32>,
     pub session: u64,
     pub turn: u32,
     /// Part of a multi-turn workload (records then carry the session and turn).
@@ -90,7 +98,8 @@ impl Request {
     /// adds what it measures (or simulates).
     pub fn record(&self) -> goodput_metrics::RequestRecord {
         goodput_metrics::RequestRecord {
-            id: self.id,
+            id: self.global_id,
+            shard: self.shard,
             session: self.multi_turn.then_some(self.session),
             turn: self.multi_turn.then_some(self.turn),
             user: self.user,
@@ -204,6 +213,10 @@ pub struct LoadMachine {
     think: ThinkTime,
     arrivals: Option<(ArrivalClock, seed::Rng)>,
     users: Vec<seed::Rng>,
+    /// This process's slice of a sharded schedule.
+    shard: Option<Shard>,
+    /// A closed loop's users in the whole (global) run.
+    users_total: u64,
 
     timers: BinaryHeap<Timer>,
     order: u64,
@@ -228,6 +241,19 @@ impl LoadMachine {
     /// A machine for `load` within `bounds`; `text`: keep messages' text (an HTTP driver sends
     /// it; the simulator needs only counts).
     pub fn new(load: &Load, bounds: Bounds, seed: u64, source: Box<dyn SessionSource>, text: bool) -> Self {
+        Self::sharded(load, bounds, seed, source, text, None)
+    }
+
+    /// [`LoadMachine::new`] sending only `shard`'s slice of the global schedule (`None`: all of
+    /// it). `bounds` are the global run's: the request budget counts every shard's sessions.
+    pub fn sharded(
+        load: &Load,
+        bounds: Bounds,
+        seed: u64,
+        source: Box<dyn SessionSource>,
+        text: bool,
+        shard: Option<Shard>,
+    ) -> Self {
         let mut m = LoadMachine {
             source,
             bounds,
@@ -237,6 +263,8 @@ impl LoadMachine {
             think: ThinkTime::default(),
             arrivals: None,
             users: Vec::new(),
+            shard,
+            users_total: 0,
             timers: BinaryHeap::new(),
             order: 0,
             ready: VecDeque::new(),
@@ -254,9 +282,13 @@ impl LoadMachine {
             Load::Closed { think, .. } => {
                 let users = load.users(bounds.requests).unwrap_or(1);
                 m.think = think.clone();
+                m.users_total = users as u64;
                 for u in 0..users as u32 {
+                    // every user's stream exists (indexed by user id); a shard starts only its own
                     m.users.push(seed::rng_for(seed, seed::USER_KEY | u as u64));
-                    m.push(0.0, Due::User(u));
+                    if shard.is_none_or(|s| s.owns_user(u as u64)) {
+                        m.push(0.0, Due::User(u));
+                    }
                 }
             }
             Load::Open { arrivals, max_concurrency } => {
@@ -334,16 +366,33 @@ impl LoadMachine {
         Some(spec)
     }
 
-    /// Keeps one open-loop arrival ahead.
-    fn schedule_arrival(&mut self) {
-        let Some(spec) = self.pull() else { return };
-        let Some((clock, rng)) = &mut self.arrivals else { return };
-        let at = clock.next(rng, spec.trace_time_s);
-        if !self.within_duration(at) {
-            self.cut_by_duration = true;
-            return;
+    /// The next session a closed-loop user of this shard sends: the global sequence's next one
+    /// this shard owns (the others count against the budget, but another shard sends them).
+    fn pull_own(&mut self) -> Option<SessionSpec> {
+        loop {
+            let spec = self.pull()?;
+            if self.shard.is_none_or(|s| s.owns_closed_session(spec.id, self.users_total)) {
+                return Some(spec);
+            }
         }
-        self.push(at, Due::Arrival(Box::new(spec)));
+    }
+
+    /// Keeps one open-loop arrival ahead. A shard draws every global arrival (its time and its
+    /// session) and keeps its own.
+    fn schedule_arrival(&mut self) {
+        loop {
+            let Some(spec) = self.pull() else { return };
+            let Some((clock, rng)) = &mut self.arrivals else { return };
+            let at = clock.next(rng, spec.trace_time_s);
+            if !self.within_duration(at) {
+                self.cut_by_duration = true;
+                return;
+            }
+            if self.shard.is_none_or(|s| s.owns_arrival(spec.id)) {
+                self.push(at, Due::Arrival(Box::new(spec)));
+                return;
+            }
+        }
     }
 
     fn start_session(&mut self, spec: SessionSpec, user: Option<u32>, at: f64) {
@@ -369,7 +418,7 @@ impl LoadMachine {
         match t.due {
             Due::User(u) => {
                 // a user with no session left to send stops here
-                if let Some(spec) = self.pull() {
+                if let Some(spec) = self.pull_own() {
                     self.start_session(spec, Some(u), t.at);
                 }
             }
@@ -457,6 +506,8 @@ impl LoadMachine {
         let multi_turn = a.spec.multi_turn || a.spec.turns.len() > 1;
         Request {
             id,
+            global_id: self.shard.map_or(id, |s| s.global_id(id)),
+            shard: self.shard.map(|s| s.index),
             session,
             turn: a.turn as u32,
             multi_turn,
@@ -683,6 +734,139 @@ mod tests {
         m.finished(0, 1.0, ok(4));
         m.finished(1, 1.0, ok(4));
         assert_eq!(m.next(1.0), Next::Done(StopReason::Interrupted));
+    }
+
+    /// (global id, session, turn, user, scheduled time, prompt tokens, max tokens, shard).
+    type SentRequest = (u64, u64, u32, Option<u32>, f64, u64, u32, Option<u32>);
+    type Sent = Vec<SentRequest>;
+    /// A [`SentRequest`] less its shard.
+    type UnshardedSend = (u64, u64, u32, Option<u32>, f64, u64, u32);
+    type Unsharded = Vec<UnshardedSend>;
+
+    /// Drives a machine with every request taking `service` seconds; returns what it sent as
+    /// (global id, session, turn, user, scheduled time, prompt tokens, max tokens, shard).
+    fn drive(load: &Load, bounds: Bounds, w: WorkloadSpec, shard: Option<Shard>, service: f64) -> Sent {
+        let source = Workload::counts_only(w).unwrap();
+        let mut m = LoadMachine::sharded(load, bounds, 5, Box::new(source), false, shard);
+        let mut out = Vec::new();
+        let mut ends: Vec<(f64, u64)> = Vec::new();
+        let mut t = 0.0f64;
+        loop {
+            match m.next(t) {
+                Next::Send(r) => {
+                    out.push((
+                        r.global_id,
+                        r.session,
+                        r.turn,
+                        r.user,
+                        r.scheduled_s,
+                        r.input_tokens,
+                        r.max_tokens,
+                        r.shard,
+                    ));
+                    ends.push((t + service, r.id));
+                }
+                Next::Done(_) => break,
+                next => {
+                    let due = match next {
+                        Next::Wait(at) => at,
+                        _ => f64::INFINITY,
+                    };
+                    ends.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    match ends.last() {
+                        Some(&(end, id)) if end <= due => {
+                            ends.pop();
+                            t = t.max(end);
+                            m.finished(id, end, ok(4));
+                        }
+                        _ => t = due,
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.4.total_cmp(&b.4).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        out
+    }
+
+    /// The union of `n` shards' sends, with the shard field dropped.
+    fn union(load: &Load, bounds: Bounds, w: &WorkloadSpec, n: u32, service: f64) -> Unsharded {
+        let mut all = Vec::new();
+        for i in 0..n {
+            for s in drive(load, bounds, w.clone(), Some(Shard::new(i, n).unwrap()), service) {
+                assert_eq!(s.7, Some(i), "records carry their shard");
+                all.push((s.0, s.1, s.2, s.3, s.4, s.5, s.6));
+            }
+        }
+        all.sort_by(|a, b| a.4.total_cmp(&b.4).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        all
+    }
+
+    fn strip(v: Sent) -> Unsharded {
+        v.into_iter().map(|s| (s.0, s.1, s.2, s.3, s.4, s.5, s.6)).collect()
+    }
+
+    #[test]
+    fn open_loop_shards_deal_the_global_arrivals_round_robin() {
+        let load = Load::Open { arrivals: Arrivals::Poisson { rate: 20.0 }, max_concurrency: None };
+        let bounds = Bounds { requests: Some(50), ..Default::default() };
+        let w = WorkloadSpec { input_tokens: LengthDist::Uniform { lo: 5, hi: 50 }, ..spec() };
+        let whole = strip(drive(&load, bounds, w.clone(), None, 0.01));
+        assert_eq!(whole.len(), 50);
+        for n in 1..=4 {
+            assert_eq!(union(&load, bounds, &w, n, 0.01), whole, "{n} shards");
+        }
+        // request k is sent by shard k mod N, with the id one process gives it
+        let s1 = drive(&load, bounds, w, Some(Shard::new(1, 3).unwrap()), 0.01);
+        assert!(s1.iter().all(|s| s.0 % 3 == 1));
+        assert_eq!(s1.len(), 17);
+    }
+
+    #[test]
+    fn closed_loop_shards_split_users_and_keep_their_streams() {
+        // a bound by duration: each user's schedule depends only on its own stream
+        let load = Load::Closed { concurrency: 5, think: ThinkTime::Exponential { mean: 0.5 } };
+        let bounds = Bounds { duration_s: Some(5.0), ..Default::default() };
+        let whole = drive(&load, bounds, spec(), None, 0.2);
+        for n in 1..=4 {
+            let u = union(&load, bounds, &spec(), n, 0.2);
+            // one process hands sessions to users in the order they come; a shard deals them:
+            // compare everything but the ids and session ids
+            let key = |v: &[UnshardedSend]| {
+                let mut k: Vec<(Option<u32>, u64, u64, u32)> =
+                    v.iter().map(|s| (s.3, (s.4 * 1e9).round() as u64, s.5, s.6)).collect();
+                k.sort();
+                k
+            };
+            assert_eq!(key(&u), key(&strip(whole.clone())), "{n} shards");
+            // and every shard runs only its own users
+            for i in 0..n {
+                let sh = Shard::new(i, n).unwrap();
+                assert!(drive(&load, bounds, spec(), Some(sh), 0.2).iter().all(|s| sh.owns_user(s.3.unwrap() as u64)));
+            }
+        }
+    }
+
+    #[test]
+    fn sessions_stay_whole_on_one_shard() {
+        let w = WorkloadSpec { turns: Turns::Up(3), think_time: ThinkTime::Fixed(0.5), ..spec() };
+        let load = Load::Open { arrivals: Arrivals::Poisson { rate: 4.0 }, max_concurrency: None };
+        let bounds = Bounds { requests: Some(40), ..Default::default() };
+        let whole = strip(drive(&load, bounds, w.clone(), None, 0.1));
+        assert_eq!(whole.len(), 40);
+        for n in 1..=4 {
+            let mut got = Vec::new();
+            for i in 0..n {
+                for s in drive(&load, bounds, w.clone(), Some(Shard::new(i, n).unwrap()), 0.1) {
+                    assert_eq!(s.1 % n as u64, i as u64, "session {} on shard {i}/{n}", s.1);
+                    // (session, turn, scheduled, prompt, max tokens): ids depend on send order
+                    got.push((s.1, s.2, (s.4 * 1e9).round() as u64, s.5, s.6));
+                }
+            }
+            got.sort();
+            let mut want: Vec<_> = whole.iter().map(|s| (s.1, s.2, (s.4 * 1e9).round() as u64, s.5, s.6)).collect();
+            want.sort();
+            assert_eq!(got, want, "{n} shards");
+        }
     }
 
     #[test]

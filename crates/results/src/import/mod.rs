@@ -374,6 +374,7 @@ fn imported_plan(info: &RunInfo) -> RunPlan {
         ignore_eos: false,
         extra_body: None,
         retries: None,
+        scrape: None,
         load: LoadPlan {
             profile: info.profile,
             load: info.load.clone(),
@@ -389,6 +390,7 @@ fn imported_plan(info: &RunInfo) -> RunPlan {
             think_time: ThinkTime::default(),
             seed: 0,
             shard: None,
+            start_at: None,
         },
         workload: WorkloadPlan {
             spec: WorkloadSpec {
@@ -456,6 +458,7 @@ fn run_from_records(mut info: RunInfo, records: Vec<RequestRecord>) -> Run {
         summary,
         summary_full: None,
         engine_stats: None,
+        server_metrics: None,
         requests: records,
         plan,
     }
@@ -522,6 +525,7 @@ fn run_from_summary(info: RunInfo, summary: Summary) -> Run {
         summary,
         summary_full: None,
         engine_stats: None,
+        server_metrics: None,
         requests: Vec::new(),
         plan,
     }
