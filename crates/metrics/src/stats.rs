@@ -201,23 +201,9 @@ impl Samples {
             let (l, u) = crate::confidence::quantile_ranks(n, p, 0.05);
             Some([l.map(|r| self.at_rank(&cumulative, r - 1)), u.map(|r| self.at_rank(&cumulative, r - 1))])
         };
-        Distribution {
-            n,
-            mean: Some(mean),
-            std: Some(var.max(0.0).sqrt()),
-            min: Some(self.items[0].0),
-            max: Some(self.items[self.items.len() - 1].0),
-            p50: q(0.50),
-            p90: q(0.90),
-            p95: q(0.95),
-            p99: q(0.99),
-            p99_9: q(0.999),
-            p50_ci: ci(0.50),
-            p90_ci: ci(0.90),
-            p95_ci: ci(0.95),
-            p99_ci: ci(0.99),
-            estimate: None,
-        }
+        let moments =
+            [Some(mean), Some(var.max(0.0).sqrt()), Some(self.items[0].0), Some(self.items[self.items.len() - 1].0)];
+        Distribution::from_parts(n, moments, q, ci, None)
     }
 
     /// The sorted, expanded-order values with their weights (for confidence intervals and plots);
@@ -272,23 +258,9 @@ fn describe_sketch(k: &Sketch, method: PercentileMethod) -> Distribution {
         let (l, u) = crate::confidence::quantile_ranks(n, p, 0.05);
         Some([l.and_then(|r| k.value_at_rank(r - 1)), u.and_then(|r| k.value_at_rank(r - 1))])
     };
-    Distribution {
-        n,
-        mean: k.mean(),
-        std: k.std(),
-        min: k.min(),
-        max: k.max(),
-        p50: q(0.50),
-        p90: q(0.90),
-        p95: q(0.95),
-        p99: q(0.99),
-        p99_9: q(0.999),
-        p50_ci: ci(0.50),
-        p90_ci: ci(0.90),
-        p95_ci: ci(0.95),
-        p99_ci: ci(0.99),
-        estimate: Some(Estimate { method: EstimateMethod::LogLinear, relative_error: k.relative_error() }),
-    }
+    let moments = [k.mean(), k.std(), k.min(), k.max()];
+    let estimate = Estimate { method: EstimateMethod::LogLinear, relative_error: k.relative_error() };
+    Distribution::from_parts(n, moments, q, ci, Some(estimate))
 }
 
 /// How a distribution's percentiles were computed when not exactly (absent: exact).
@@ -359,6 +331,36 @@ pub struct Distribution {
     /// sketched: the method and its relative error bound. Absent: every statistic is exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimate>,
+}
+
+impl Distribution {
+    /// A distribution from its count, `[mean, std, min, max]`, its quantile function and the
+    /// quantile CIs (the exact and the sketched paths share the percentiles reported).
+    fn from_parts(
+        n: u64,
+        [mean, std, min, max]: [Option<f64>; 4],
+        q: impl Fn(f64) -> Option<f64>,
+        ci: impl Fn(f64) -> Option<[Option<f64>; 2]>,
+        estimate: Option<Estimate>,
+    ) -> Self {
+        Distribution {
+            n,
+            mean,
+            std,
+            min,
+            max,
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p50_ci: ci(0.50),
+            p90_ci: ci(0.90),
+            p95_ci: ci(0.95),
+            p99_ci: ci(0.99),
+            estimate,
+        }
+    }
 }
 
 #[cfg(test)]
