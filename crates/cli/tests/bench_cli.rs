@@ -180,3 +180,40 @@ fn ctrl_c_keeps_what_was_measured() {
     let jsonl = std::fs::read_to_string(dir.join("i.requests.jsonl")).unwrap();
     assert_eq!(jsonl.lines().count(), 4);
 }
+
+#[test]
+fn streams_left_open_after_done_are_counted_in_the_summary() {
+    let rt = rt();
+    // every stream stays open after [DONE]: the requests end at [DONE], the bodies drain apart
+    let server = rt.block_on(ScriptedServer::start(|_| {
+        let mut s = steady_stream(2.0, 1.0, 4, false);
+        s.pop(); // no end of body
+        s.push(Step::Silence(Duration::from_secs(30)));
+        s
+    }));
+    let dir = temp_dir("bench-after-done");
+    let out = dir.join("r.json");
+    let started = std::time::Instant::now();
+    let o = run(
+        &[
+            "bench",
+            "--url",
+            &server.url(),
+            "--requests",
+            "6",
+            "--concurrency",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    // six requests one after another, none waiting for its stream to close (the grace is 2 s)
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let doc = load_valid(&out);
+    let s = &doc["runs"][0]["summary"];
+    assert_eq!(s["completed"], 6, "{s}");
+    assert_eq!(s["streams_after_done"]["drained"], 6, "{s}");
+}

@@ -27,7 +27,7 @@ pub use goodput_metrics::StopReason;
 pub use goodput_workload::Load;
 pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
 pub use openai::Api;
-pub use runner::{Counters, Observer, RunConfig, RunOutcome, run};
+pub use runner::{Counters, Observer, RecordSink, RunConfig, RunOutcome, run, run_into};
 pub use scrape::{ScrapeConfig, Scraper};
 
 /// Why a client could not be set up or a server not used.

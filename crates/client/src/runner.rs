@@ -115,7 +115,7 @@ impl Observer for () {
 /// The outcome of a run.
 #[derive(Debug)]
 pub struct RunOutcome {
-    /// Sorted by id (send order).
+    /// Sorted by id (send order); empty from [`run_into`], whose sink took them.
     pub records: Vec<RequestRecord>,
     pub stop: StopReason,
     /// True when in-flight requests were cancelled or sends were cut short by an interruption.
@@ -143,10 +143,29 @@ struct Driver {
     armed: f64,
 }
 
-/// Where finished records go: the run's list, and the observer (JSONL log, progress).
+/// Where the runner puts each finished record once the observer has seen it: a list of them all
+/// ([`run`]), or a summary folded as the run goes ([`goodput_metrics::Collector`], which keeps memory
+/// bounded however long the run).
+pub trait RecordSink: Send {
+    fn push(&mut self, record: RequestRecord);
+}
+
+impl RecordSink for Vec<RequestRecord> {
+    fn push(&mut self, record: RequestRecord) {
+        Vec::push(self, record);
+    }
+}
+
+impl RecordSink for goodput_metrics::Collector {
+    fn push(&mut self, record: RequestRecord) {
+        goodput_metrics::Collector::push(self, record);
+    }
+}
+
+/// Where finished records go: the run's sink, and the observer (JSONL log, progress).
 struct Collector {
     counters: Counters,
-    records: Mutex<Vec<RequestRecord>>,
+    records: Arc<Mutex<dyn RecordSink>>,
     observer: Arc<dyn Observer>,
 }
 
@@ -249,13 +268,31 @@ impl SessionSource for Prepared {
     }
 }
 
-/// Runs the load and returns every record. `interrupt` stops it early (Ctrl-C).
+/// Runs the load and returns every record, sorted by id. `interrupt` stops it early (Ctrl-C).
 pub async fn run(
+    ep: Endpoint,
+    cfg: RunConfig,
+    workload: Workload,
+    interrupt: Cancel,
+    observer: Arc<dyn Observer>,
+) -> RunOutcome {
+    let all = Arc::new(Mutex::new(Vec::new()));
+    let mut outcome = run_into(ep, cfg, workload, interrupt, observer, all.clone()).await;
+    let mut records = std::mem::take(&mut *all.lock().expect("lock"));
+    records.sort_by_key(|r| r.id);
+    outcome.records = records;
+    outcome
+}
+
+/// Runs the load, handing each finished record to `sink` (in completion order; the outcome's
+/// `records` stay empty). `interrupt` stops it early (Ctrl-C).
+pub async fn run_into(
     mut ep: Endpoint,
     cfg: RunConfig,
     workload: Workload,
     interrupt: Cancel,
     observer: Arc<dyn Observer>,
+    sink: Arc<Mutex<dyn RecordSink>>,
 ) -> RunOutcome {
     // Sessions are prepared ahead on their own thread. Let it fill its buffer before the clock
     // starts, so building prompts does not compete with the first sends for the CPU.
@@ -275,7 +312,7 @@ pub async fn run(
     }
     ep.clock = crate::http::Clock::start();
     let (abort, _) = cancel_pair();
-    let out = Arc::new(Collector { counters: Counters::default(), records: Mutex::new(Vec::new()), observer });
+    let out = Arc::new(Collector { counters: Counters::default(), records: sink, observer });
     let books = {
         let out = Arc::clone(&out);
         Bookkeeper::start(ep.tokenizer.clone(), Arc::new(move |rec| out.record(rec)))
@@ -330,10 +367,8 @@ pub async fn run(
     let bookkeeping = tokio::task::spawn_blocking(move || s.books.close(deadline)).await.unwrap_or_default();
     drop(generator);
 
-    let mut records = std::mem::take(&mut *shared.out.records.lock().expect("lock"));
-    records.sort_by_key(|r| r.id);
     RunOutcome {
-        records,
+        records: Vec::new(),
         stop,
         interrupted,
         elapsed_s: t0.elapsed().as_secs_f64(),

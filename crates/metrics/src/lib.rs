@@ -35,7 +35,7 @@ impl ParseError {
 
 pub use record::{Attempt, ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 pub use request::RequestMetrics;
-pub use selfcheck::{Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
+pub use selfcheck::{AfterDone, Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 pub use slo::{Slo, SloSummary, SloVerdict, Smoothing};
 pub use stats::{DEFAULT_EXACT_LIMIT, Distribution, Estimate, EstimateMethod, PercentileMethod, Samples};
 pub use stream::{Collector, DEFAULT_RECORD_CAP, RecordsKept, RecordsMode};

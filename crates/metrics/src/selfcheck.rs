@@ -58,6 +58,27 @@ pub struct Bookkeeping {
     pub skipped: u64,
 }
 
+/// Streams whose body went on after `[DONE]` (measured runs). A request ends at `[DONE]`; what is
+/// left of its body is drained apart from the load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AfterDone {
+    /// Streams whose body had not ended when `[DONE]` was read (most servers' terminating chunk
+    /// simply arrives a moment later).
+    pub drained: u64,
+    /// Of those, the streams the server had not closed within the grace (2 s, or the idle
+    /// timeout if shorter): their connections were dropped.
+    pub left_open: u64,
+}
+
+impl std::ops::Add for AfterDone {
+    type Output = Self;
+
+    /// Two clients' streams together.
+    fn add(self, o: Self) -> Self {
+        AfterDone { drained: self.drained + o.drained, left_open: self.left_open + o.left_open }
+    }
+}
+
 impl std::ops::Add for Bookkeeping {
     type Output = Self;
 

@@ -23,6 +23,10 @@ use crate::summary::{
 /// Records a result document keeps by default before it samples them.
 pub const DEFAULT_RECORD_CAP: u64 = 100_000;
 
+/// Entries a one-pass summary keeps exactly per metric before it sketches them (1.6 MB each):
+/// a run past the record cap is summarized in memory that no longer grows with it.
+pub const ONE_PASS_EXACT_LIMIT: usize = 100_000;
+
 /// Which per-request records the result document holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -123,21 +127,6 @@ impl SplitMix {
     }
 }
 
-/// The records a document keeps of a run's `records` (all held in memory: a measured run), and
-/// what was kept: the same seeded reservoir sample a [`Collector`] draws, in send order.
-pub fn sample_records(records: Vec<RequestRecord>, mode: RecordsMode, seed: u64) -> (Vec<RequestRecord>, RecordsKept) {
-    let mut c = Collector::new(SummaryOptions::new(), mode, seed);
-    for r in records {
-        c.total += 1;
-        c.offer(r);
-    }
-    let total = c.total;
-    let mut kept = c.records;
-    kept.sort_by_key(|r| r.id);
-    let info = RecordsKept { mode: mode.name().into(), kept: kept.len() as u64, total };
-    (kept, info)
-}
-
 /// Running sums of a one-pass summary (the batch summary's loop, record by record).
 #[derive(Default)]
 struct Acc {
@@ -222,6 +211,7 @@ impl Acc {
         self.d.describe_into(&mut s, m, self.any_turn);
         s.runtime_lag_ms = opts.runtime_lag;
         s.bookkeeping = opts.bookkeeping;
+        s.streams_after_done = opts.after_done;
         for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
             if c.server_total > 0 {
                 c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
@@ -246,6 +236,9 @@ pub struct Collector {
     total: u64,
     rng: SplitMix,
     exact_limit: Option<usize>,
+    /// Output tokens of every record, as the client counted them (for cross-checks against the
+    /// server's counters).
+    output_tokens: u64,
 }
 
 impl Collector {
@@ -261,11 +254,23 @@ impl Collector {
             total: 0,
             rng: SplitMix(seed ^ 0x5EED_0F2E_C02D_5A17),
             exact_limit: None,
+            output_tokens: 0,
         }
     }
 
+    /// The options the summary will be computed with: what is known only once the run has ended
+    /// (the runtime's lag, the bookkeeping) is set here before [`Collector::finish`].
+    pub fn options_mut(&mut self) -> &mut SummaryOptions {
+        &mut self.opts
+    }
+
+    /// Output tokens of every record seen so far (`output_tokens`, as the client counted them).
+    pub fn output_tokens(&self) -> u64 {
+        self.output_tokens
+    }
+
     /// Keeps at most `limit` exact samples per metric in a one-pass summary (default
-    /// [`crate::stats::DEFAULT_EXACT_LIMIT`]; tests lower it to exercise the sketch).
+    /// [`ONE_PASS_EXACT_LIMIT`]; tests lower it to exercise the sketch).
     pub fn with_exact_limit(mut self, limit: usize) -> Self {
         self.exact_limit = Some(limit);
         self
@@ -291,6 +296,7 @@ impl Collector {
     /// Adds one finished record.
     pub fn push(&mut self, r: RequestRecord) {
         self.total += 1;
+        self.output_tokens += r.output_tokens.unwrap_or(0);
         if let Some(acc) = &mut self.acc {
             acc.add(&r);
             self.offer(r);
@@ -301,7 +307,7 @@ impl Collector {
             return;
         }
         // past the cap: fold what was kept into a one-pass summary and sample from here on
-        let mut acc = Acc::new(self.exact_limit);
+        let mut acc = Acc::new(Some(self.exact_limit.unwrap_or(ONE_PASS_EXACT_LIMIT)));
         for k in &self.records {
             acc.add(k);
         }
@@ -520,14 +526,21 @@ mod tests {
     }
 
     #[test]
-    fn measured_runs_sample_the_same_way() {
+    fn samples_depend_only_on_the_seed_and_the_order() {
         let records = run(300);
-        let (kept, info) = sample_records(records.clone(), RecordsMode::Sample(30), 4);
+        let keep = |mode, seed| {
+            let mut c = Collector::new(opts(), mode, seed);
+            collect(&mut c, &records);
+            let (_, _, kept, info) = c.finish();
+            (kept, info)
+        };
+        let (kept, info) = keep(RecordsMode::Sample(30), 4);
         assert_eq!(info, RecordsKept { mode: "sample".into(), kept: 30, total: 300 });
-        assert_eq!(sample_records(records.clone(), RecordsMode::Sample(30), 4).0, kept);
-        let (all, info) = sample_records(records.clone(), RecordsMode::All, 4);
+        assert_eq!(keep(RecordsMode::Sample(30), 4).0, kept);
+        assert_ne!(keep(RecordsMode::Sample(30), 5).0, kept);
+        let (all, info) = keep(RecordsMode::All, 4);
         assert_eq!((all.len(), info.is_partial()), (300, false));
-        let (none, info) = sample_records(records, RecordsMode::None, 4);
+        let (none, info) = keep(RecordsMode::None, 4);
         assert_eq!((none.len(), info.kept, info.total), (0, 0, 300));
     }
 

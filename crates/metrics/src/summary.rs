@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{ErrorClass, RequestRecord};
 use crate::request::{RequestMetrics, chunk_gaps, itl_samples};
-use crate::selfcheck::{Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
+use crate::selfcheck::{AfterDone, Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 use crate::slo::{Slo, SloSummary, Smoothing};
 use crate::stats::{Distribution, PercentileMethod, Samples};
 
@@ -51,6 +51,8 @@ pub struct SummaryOptions {
     pub runtime_lag: Option<RuntimeLag>,
     /// A measured run: what the client's bookkeeping did.
     pub bookkeeping: Option<Bookkeeping>,
+    /// A measured run: streams that went on after `[DONE]`.
+    pub after_done: Option<AfterDone>,
     /// SLO to evaluate (attainment, goodput, percentile verdicts), with smoothed-goodput
     /// parameters when they can be set.
     pub slo: Option<(Slo, Option<Smoothing>)>,
@@ -133,6 +135,8 @@ pub enum WarningCode {
     /// The server's generated-token counter grew by more than 5% more or less than the client
     /// counted (`--scrape-metrics`).
     ServerTokenMismatch,
+    /// The server kept streams open after `[DONE]` past the grace: their connections were dropped.
+    StreamsLeftOpen,
     /// Merged shards started more than 1 ms apart (`goodput merge`).
     ShardStartSpread,
     /// A partial merge (`goodput merge --allow-partial`): some shards are missing.
@@ -153,6 +157,7 @@ impl WarningCode {
             WarningCode::FailedRequests => "failed_requests",
             WarningCode::ScrapeFailed => "scrape_failed",
             WarningCode::ServerTokenMismatch => "server_token_mismatch",
+            WarningCode::StreamsLeftOpen => "streams_left_open",
             WarningCode::ShardStartSpread => "shard_start_spread",
             WarningCode::ShardsMissing => "shards_missing",
         }
@@ -276,6 +281,10 @@ pub struct Summary {
     /// Measured runs: what the client's bookkeeping did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bookkeeping: Option<Bookkeeping>,
+    /// Measured runs: streams that went on after `[DONE]` (drained apart), and those the server
+    /// kept open past the grace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams_after_done: Option<AfterDone>,
     /// Multi-turn sessions: TTFT of first turns and of later turns (which resend the conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_first_turn_ms: Option<Distribution>,
@@ -423,6 +432,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     }
     s.runtime_lag_ms = opts.runtime_lag;
     s.bookkeeping = opts.bookkeeping;
+    s.streams_after_done = opts.after_done;
     for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
         if c.server_total > 0 {
             c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
@@ -897,6 +907,17 @@ pub(crate) fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec
             ),
         );
     }
+    if let Some(a) = s.streams_after_done.filter(|a| a.left_open > 0) {
+        add(
+            WarningCode::StreamsLeftOpen,
+            format!(
+                "the server kept {} streams open for more than 2 s after [DONE]: their connections were dropped, so \
+                 keep-alive was lost and later requests paid for new connections (in their TTFT); the requests \
+                 themselves ended at [DONE] and their figures are unaffected",
+                a.left_open
+            ),
+        );
+    }
     if let Some(p) = s.token_counts.output.diff_pct
         && p.abs() > 5.0
     {
@@ -1290,6 +1311,20 @@ mod tests {
         let fine = Bookkeeping { overflowed: 0, skipped: 0, ..b };
         let s = summarize(&two_busy_users(), &SummaryOptions { bookkeeping: Some(fine), ..SummaryOptions::new() });
         assert!(!s.warnings.iter().any(|w| w.code == WarningCode::BookkeepingOverflow));
+    }
+
+    #[test]
+    fn streams_left_open_after_done_warn() {
+        let a = AfterDone { drained: 7, left_open: 3 };
+        let s = summarize(&two_busy_users(), &SummaryOptions { after_done: Some(a), ..SummaryOptions::new() });
+        assert_eq!(s.streams_after_done, Some(a));
+        let w = s.warnings.iter().find(|w| w.code == WarningCode::StreamsLeftOpen).expect("a warning");
+        assert!(w.message.starts_with("the server kept 3 streams open"), "{}", w.message);
+        // drained at once: nothing to say
+        let a = AfterDone { drained: 7, left_open: 0 };
+        let s = summarize(&two_busy_users(), &SummaryOptions { after_done: Some(a), ..SummaryOptions::new() });
+        assert!(!s.warnings.iter().any(|w| w.code == WarningCode::StreamsLeftOpen));
+        assert_eq!(AfterDone { drained: 1, left_open: 1 } + a, AfterDone { drained: 8, left_open: 1 });
     }
 
     #[test]

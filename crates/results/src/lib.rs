@@ -358,6 +358,7 @@ impl Run {
         }
         opts.runtime_lag = shards.firsts(runs).filter_map(|r| r.summary.runtime_lag_ms).reduce(|a, b| a.worst(b));
         opts.bookkeeping = shards.firsts(runs).filter_map(|r| r.summary.bookkeeping).reduce(|a, b| a + b);
+        opts.after_done = shards.firsts(runs).filter_map(|r| r.summary.streams_after_done).reduce(|a, b| a + b);
         let (mut summary, mut summary_full) = summaries(&records, &opts);
         let (engine_stats, dropped) = merged_engine_stats(runs, &shards);
         if let Some(w) = dropped {

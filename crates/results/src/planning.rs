@@ -137,7 +137,7 @@ fn search_fields(r: &PlanReport) -> [(&'static str, String); 9] {
 /// Merges the shards of one plan search (`goodput plan --shard I/N`): every document must hold a
 /// plan report that is a shard, all of one `N`, each index once, of one search (the fields that
 /// define it: model, preset, workload, SLO, attainment target, target rate, budget, seed, grid
-/// size); missing shards are refused unless `allow_partial`, which then says which candidates
+/// size, and each GPU's price); missing shards are refused unless `allow_partial`, which then says which candidates
 /// are missing. The candidates of all shards are put back in grid order and handed to `rank`
 /// (the planner's own ranking), which sorts them best first and returns the Pareto front;
 /// `elapsed_s` is the longest shard's.
@@ -195,6 +195,25 @@ pub fn merge_plan_shards(
                         c.grid_index
                     ));
                 }
+            }
+        }
+    }
+    // a price is an input of the search too (`--price`): one GPU, one price across the shards
+    let mut prices: Vec<(&str, Option<f64>, &str)> = Vec::new();
+    for &(name, plan, _) in &parts {
+        for c in &plan.candidates {
+            match prices.iter().find(|(gpu, _, _)| *gpu == c.gpu) {
+                Some(&(_, price, other)) if price != c.price_per_gpu_hour => {
+                    let show = |p: Option<f64>| p.map_or("no price".to_string(), |p| format!("${p}/GPU-hour"));
+                    return refuse(format!(
+                        "{name}: another search than {other} (the {} is priced at {} against {}: --price differs)",
+                        c.gpu,
+                        show(c.price_per_gpu_hour),
+                        show(price)
+                    ));
+                }
+                Some(_) => {}
+                None => prices.push((&c.gpu, c.price_per_gpu_hour, name)),
             }
         }
     }
@@ -311,6 +330,13 @@ mod tests {
         assert!(err(&[shard(0, 2, "m", 1.0), shard(0, 2, "m", 1.0)]).contains("already given by s0.json"));
         assert!(err(&[shard(0, 2, "m", 1.0), shard(1, 3, "m", 1.0)]).contains("mixed shard counts"));
         assert!(err(&[shard(0, 3, "m", 1.0)]).contains("shards 1/3, 2/3 missing"));
+        let mut priced = shard(1, 2, "m", 1.0);
+        priced.doc.plan.as_mut().unwrap().candidates.iter_mut().for_each(|c| c.price_per_gpu_hour = Some(2.5));
+        let e = err(&[shard(0, 2, "m", 1.0), priced]);
+        assert!(
+            e.contains("s1.json: another search than s0.json (the h100 is priced at $2.5/GPU-hour against no price"),
+            "{e}"
+        );
         let partial = merge_plan_shards(&[shard(0, 3, "m", 1.0)], true, rank).unwrap();
         assert_eq!(partial.report.missing_candidates, vec![1, 2, 4]);
         assert!(partial.notes[0].contains("grid indices 1, 2, 4 (of 5)"), "{:?}", partial.notes);

@@ -1,7 +1,7 @@
 //! The three targets: a server at a URL, the embedded engine, the simulator.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use goodput_client::{CancelHandle, Counters, Endpoint, HttpClient, Observer, RunConfig, ScrapeConfig, cancel_pair};
@@ -9,7 +9,7 @@ use goodput_engine::EngineStats;
 use goodput_metrics::{Collector, RequestRecord, StopReason};
 use goodput_results::plan::{EnginePlan, RunPlan};
 use goodput_results::server_metrics::{Flavour, ServerMetrics};
-use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summaries, summary_options, unix_ns};
+use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summary_options, unix_ns};
 use goodput_server::{Embedded, ServerConfig};
 use goodput_sim::{SimConfig, simulate_with};
 use goodput_workload::Workload;
@@ -201,7 +201,8 @@ impl Target for SimTarget {
 
 /// What a measured stage produced, before it becomes a [`Run`].
 struct Measured {
-    records: Vec<RequestRecord>,
+    /// Every record, summarized as it finished (memory stays bounded however long the run).
+    records: Collector,
     stop: StopReason,
     interrupted: bool,
     started_ns: i128,
@@ -209,19 +210,25 @@ struct Measured {
     /// How late the client's runtime woke (ms, one per probe tick).
     runtime_lag_ms: Vec<f64>,
     bookkeeping: goodput_metrics::Bookkeeping,
+    after_done: goodput_metrics::AfterDone,
     /// The server's metrics scraped beside the load.
     server_metrics: Option<ServerMetrics>,
 }
 
 impl Measured {
     fn into_run(self, stage: &Stage, target: RunTarget, engine_stats: Option<EngineStats>) -> Run {
-        let mut opts = summary_options(&stage.plan, &stage.load);
+        let mut collector = self.records;
+        let opts = collector.options_mut();
         opts.runtime_lag = goodput_metrics::RuntimeLag::from_samples(&self.runtime_lag_ms, opts.percentiles);
         opts.bookkeeping = Some(self.bookkeeping);
-        let (mut summary, mut summary_full) = summaries(&self.records, &opts);
+        opts.after_done = Some(self.after_done);
         let mut server_metrics = self.server_metrics;
         if let Some(m) = &mut server_metrics {
-            m.cross_check(&self.records);
+            m.cross_check(collector.output_tokens());
+        }
+        // the document keeps what --records says (the JSONL log has every record)
+        let (mut summary, mut summary_full, records, kept) = collector.finish();
+        if let Some(m) = &server_metrics {
             for w in m.warnings() {
                 if let Some(f) = &mut summary_full {
                     f.warnings.push(w.clone());
@@ -229,9 +236,6 @@ impl Measured {
                 summary.warnings.push(w);
             }
         }
-        // the document keeps what --records says (the JSONL log has every record)
-        let (records, kept) =
-            goodput_metrics::stream::sample_records(self.records, stage.plan.output.records, stage.seed);
         if kept.is_partial() {
             summary.records_kept = Some(kept);
         }
@@ -336,7 +340,10 @@ async fn measure(
         Some((cfg, flavour)) => Some((goodput_client::Scraper::start(cfg).await?, flavour)),
         None => None,
     };
-    let outcome = goodput_client::run(ep, cfg, workload, token, guard.clone()).await;
+    // records are summarized as they finish; the document keeps what --records says
+    let collector =
+        Arc::new(Mutex::new(Collector::new(summary_options(plan, &stage.load), plan.output.records, stage.seed)));
+    let outcome = goodput_client::run_into(ep, cfg, workload, token, guard.clone(), collector.clone()).await;
     forward.abort();
     let server_metrics = match scraper {
         Some((s, flavour)) => Some(s.finish(&outcome.clock, flavour).await),
@@ -349,11 +356,28 @@ async fn measure(
         interrupted: outcome.interrupted || saturated,
         started_ns: unix_ns() - elapsed.as_nanos() as i128,
         elapsed_s: outcome.elapsed_s,
-        records: outcome.records,
+        records: take_collector(collector),
         runtime_lag_ms: outcome.runtime_lag_ms,
         bookkeeping: outcome.bookkeeping,
+        after_done: goodput_metrics::AfterDone {
+            drained: outcome.streams_open_after_done,
+            left_open: outcome.streams_left_open,
+        },
         server_metrics,
     })
+}
+
+/// The collector back from the run (its last other holder, the runner, has ended).
+fn take_collector(c: Arc<Mutex<Collector>>) -> Collector {
+    match Arc::try_unwrap(c) {
+        Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
+        // a request's task still holds it (a drain after [DONE]): take its contents
+        Err(shared) => {
+            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+            let empty = Collector::new(goodput_metrics::SummaryOptions::new(), goodput_metrics::RecordsMode::None, 0);
+            std::mem::replace(&mut *g, empty)
+        }
+    }
 }
 
 /// Any of the three, chosen at run time (the command line's target).
