@@ -3,12 +3,13 @@
 //! instances). Drivers run them exactly as they run one engine.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::EngineConfig;
 use crate::engine::{Emit, Engine, EngineRequest, EngineStats, Gauges};
+use crate::fasthash::{FastMap, fast_map};
 use crate::{EngineError, Reject, SeqId, ServingEngine};
 
 /// How a request picks its replica.
@@ -205,7 +206,7 @@ fn least_loaded(engines: &[Engine], candidates: impl Iterator<Item = usize>) -> 
 pub struct Replicas {
     engines: Vec<Engine>,
     router: Router,
-    owner: HashMap<SeqId, usize>,
+    owner: FastMap<SeqId, usize>,
     next: usize,
     now: f64,
 }
@@ -213,7 +214,7 @@ pub struct Replicas {
 impl Replicas {
     pub fn new(cfg: &EngineConfig, n: u32) -> Result<Self, EngineError> {
         let engines = (0..n.max(1)).map(|_| unit(cfg)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Replicas { engines, router: cfg.router, owner: HashMap::new(), next: 0, now: 0.0 })
+        Ok(Replicas { engines, router: cfg.router, owner: fast_map(), next: 0, now: 0.0 })
     }
 
     fn route(&mut self, r: &EngineRequest) -> usize {
@@ -335,12 +336,12 @@ pub struct Disaggregated {
     /// KV bytes per prompt token, whole model (all tensor-parallel shards move at once).
     kv_bytes_per_token: f64,
     /// Requests between submission and their hand-over: the original request and its instance.
-    handing: HashMap<SeqId, (EngineRequest, usize)>,
+    handing: FastMap<SeqId, (EngineRequest, usize)>,
     link_free_at: Vec<f64>,
     link_busy_s: Vec<f64>,
     transfers: BinaryHeap<Transfer>,
     /// Requests on a decode instance, and which.
-    decoding: HashMap<SeqId, usize>,
+    decoding: FastMap<SeqId, usize>,
     stats: TransferStats,
     transfer_s: f64,
     scratch: Vec<Emit>,
@@ -367,9 +368,9 @@ impl Disaggregated {
             link_busy_s: vec![0.0; d.prefill.max(1) as usize],
             d: d.clone(),
             decode,
-            handing: HashMap::new(),
+            handing: fast_map(),
             transfers: BinaryHeap::new(),
-            decoding: HashMap::new(),
+            decoding: fast_map(),
             stats: TransferStats::default(),
             transfer_s: 0.0,
             scratch: Vec::new(),

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Batching, EngineConfig, KvAlloc, MemoryPlan, Prealloc, SpecMethod, Speculative};
 use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
 use crate::kv::{CacheCounters, KvManager};
-use crate::sched::{ContinuousBatching, Core, Limits, Policy, Seq, StaticBatching};
+use crate::sched::{ContinuousBatching, Core, Limits, Place, Policy, Seq, StaticBatching};
 use crate::{EngineError, Reject, SeqId, ServingEngine};
 
 /// What to run.
@@ -239,8 +239,10 @@ pub struct Engine {
     draft: Option<Box<dyn StepCost>>,
     policy: Box<dyn Policy>,
     core: Core,
-    /// Requests in intake: when each becomes schedulable.
+    /// Requests in intake: when each becomes schedulable. Its head is never an aborted one.
     intake: VecDeque<(f64, usize)>,
+    /// Aborted requests still in `intake` (they are dropped when they reach its head).
+    aborted_intake: usize,
     /// When the intake is free for the next request.
     intake_free_at: f64,
     /// The iteration in flight.
@@ -292,6 +294,7 @@ impl Engine {
             plan,
             cfg,
             intake: VecDeque::new(),
+            aborted_intake: 0,
             intake_free_at: 0.0,
             step: None,
             spare: Vec::new(),
@@ -350,7 +353,24 @@ impl Engine {
 
     /// Requests taken in and not finished: a router's measure of load.
     pub fn load(&self) -> usize {
-        self.intake.len() + self.core.waiting.len() + self.core.running.len()
+        self.intake_len() + self.core.waiting_len() + self.core.running_len()
+    }
+
+    /// Requests in intake, not counting aborted ones.
+    fn intake_len(&self) -> usize {
+        self.intake.len() - self.aborted_intake
+    }
+
+    /// Pops aborted requests off the head of the intake (each once: amortized O(1)).
+    fn skip_aborted_intake(&mut self) {
+        while let Some(&(_, slot)) = self.intake.front() {
+            if !self.core.seq(slot).aborted {
+                break;
+            }
+            self.intake.pop_front();
+            self.aborted_intake -= 1;
+            self.core.release_aborted(slot);
+        }
     }
 
     /// How many of `hashes`' leading blocks this engine holds (a prefix-aware router's look).
@@ -362,14 +382,15 @@ impl Engine {
     fn take_in(&mut self, now: f64) {
         while self.intake.front().is_some_and(|&(at, _)| at <= now + 1e-12) {
             let (at, slot) = self.intake.pop_front().expect("peeked");
-            self.core.seq_mut(slot).arrived = at;
-            self.core.waiting.push_back(slot);
+            self.core.enqueue(slot, at);
+            self.skip_aborted_intake();
         }
     }
 
     /// Plans and prices the next iteration at `now` (nothing when there is no work).
     fn begin(&mut self, now: f64) {
         let core = &mut self.core;
+        core.drop_aborted_running();
         core.batch.clear();
         core.preempted.clear();
         core.shape = BatchShape::default();
@@ -477,7 +498,7 @@ impl Engine {
         let d = t.total_s;
         st.busy_s += d;
         let running = core.running.len() as f64;
-        let waiting = (core.waiting.len() + self.intake.len()) as f64;
+        let waiting = (core.waiting_len() + self.intake.len() - self.aborted_intake) as f64;
         let used = core.kv.used() as f64;
         let util = used / core.kv.capacity().max(1) as f64;
         let slots = used * self.cfg.block_size as f64;
@@ -533,7 +554,7 @@ impl ServingEngine for Engine {
             self.stats.rejected += 1;
             return Err(e);
         }
-        if self.core.waiting.len() + self.intake.len() >= self.cfg.max_waiting {
+        if self.core.waiting_len() + self.intake_len() >= self.cfg.max_waiting {
             self.stats.rejected += 1;
             return Err(Reject::QueueFull { limit: self.cfg.max_waiting });
         }
@@ -550,8 +571,11 @@ impl ServingEngine for Engine {
             reserve: self.reservation(&r),
             hashes: r.block_hashes,
             registered: 0,
+            cached_upto: 0,
             arrived: ready,
             done: false,
+            place: Place::Intake,
+            aborted: false,
             rng: self.cfg.speculative.is_some().then(|| {
                 use rand::SeedableRng;
                 let mut g = rand_chacha::ChaCha8Rng::seed_from_u64(r.seed);
@@ -563,12 +587,13 @@ impl ServingEngine for Engine {
         Ok(())
     }
 
+    /// O(1) (amortized): the blocks are freed and the id forgotten at once; the sequence leaves
+    /// its queue when the engine next looks there (see [`Core::abort`]).
     fn abort(&mut self, id: SeqId) {
-        let Some(slot) = self.core.slot_of(id) else { return };
-        self.core.waiting.retain(|&s| s != slot);
-        self.core.running.retain(|&s| s != slot);
-        self.intake.retain(|&(_, s)| s != slot);
-        self.core.remove(slot);
+        if let Some((Place::Intake, _)) = self.core.abort(id) {
+            self.aborted_intake += 1;
+            self.skip_aborted_intake();
+        }
     }
 
     fn complete(&mut self, now: f64, out: &mut Vec<Emit>) {
@@ -601,7 +626,7 @@ impl ServingEngine for Engine {
     }
 
     fn has_work(&self) -> bool {
-        self.step.is_some() || !self.intake.is_empty() || !self.core.waiting.is_empty() || !self.core.running.is_empty()
+        self.step.is_some() || self.intake_len() > 0 || self.core.waiting_len() > 0 || self.core.running_len() > 0
     }
 
     fn prefix_block_size(&self) -> Option<u32> {
@@ -611,8 +636,8 @@ impl ServingEngine for Engine {
     fn gauges(&self) -> Gauges {
         let kv = &self.core.kv;
         Gauges {
-            running: self.core.running.len() as u32,
-            waiting: (self.core.waiting.len() + self.intake.len()) as u32,
+            running: self.core.running_len() as u32,
+            waiting: (self.core.waiting_len() + self.intake_len()) as u32,
             kv_utilization: kv.used() as f64 / kv.capacity().max(1) as f64,
             preemptions: self.core.preemptions,
             prefix_queried_tokens: kv.counters.queried_blocks * self.cfg.block_size as u64,
@@ -828,6 +853,151 @@ pub(crate) mod tests {
         assert_eq!(e.core.kv.available(), 100);
         assert!(!e.has_work());
         e.abort(42); // unknown: ignored
+    }
+
+    /// The abort this engine had before it became O(1): out of every queue at once (the
+    /// reference the lazy one must match).
+    fn abort_eagerly(e: &mut Engine, id: SeqId) {
+        let Some(slot) = e.core.slot_of(id) else { return };
+        e.core.waiting.retain(|&s| s != slot);
+        e.core.running.retain(|&s| s != slot);
+        e.intake.retain(|&(_, s)| s != slot);
+        e.core.remove(slot);
+    }
+
+    /// The sequences to abort after a few iterations: the middle and the last of the running
+    /// list, the head, middle and tail of the waiting queue, the middle and tail of the intake.
+    fn victims(e: &Engine) -> Vec<SeqId> {
+        let id = |slot: usize| e.core.seq(slot).id;
+        let mut v = Vec::new();
+        let run = &e.core.running;
+        v.extend(run.get(run.len() / 2).map(|&s| id(s)));
+        v.extend(run.last().map(|&s| id(s)));
+        let w = &e.core.waiting;
+        for i in [0, w.len() / 2, w.len().saturating_sub(1)] {
+            v.extend(w.get(i).map(|&s| id(s)));
+        }
+        let n = e.intake.len();
+        for i in [n / 2, n.saturating_sub(1)] {
+            v.extend(e.intake.get(i).map(|&(_, s)| id(s)));
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// One token delivery: the time's bits, the sequence, its tokens, whether it finished.
+    type Delivery = (u64, SeqId, u32, bool);
+
+    /// A named configuration change.
+    type Tweak = (&'static str, fn(&mut EngineConfig));
+
+    /// Drives an engine through 40 requests (submitted at 0 and taken in 2 ms apart), aborts
+    /// `victims` after the 3rd iteration with `abort`, submits one aborted id again (and an
+    /// unknown id is aborted), and runs to the end. Returns every token delivery (time bits,
+    /// id, tokens, finished), the victims, and the statistics.
+    fn run_with_aborts(
+        tweak: impl Fn(&mut EngineConfig),
+        abort: fn(&mut Engine, SeqId),
+    ) -> (Vec<Delivery>, Vec<SeqId>, EngineStats) {
+        let mut e = small_engine(120, |c| {
+            c.efficiency.ingest_s = 0.002;
+            c.max_num_seqs = 6;
+            tweak(c);
+        });
+        for id in 0..40 {
+            e.submit(id, req(40 + 7 * id as u32, 20 + (id as u32 * 13) % 17), 0.0).unwrap();
+        }
+        let (mut t, mut steps, mut trace, mut out) = (0.0, 0, Vec::new(), Vec::new());
+        let mut aborted = Vec::new();
+        loop {
+            out.clear();
+            e.complete(t, &mut out);
+            for em in &out {
+                trace.push((t.to_bits(), em.seq, em.tokens, em.finished));
+            }
+            if !out.is_empty() {
+                steps += 1;
+            }
+            if steps == 3 && aborted.is_empty() {
+                aborted = victims(&e);
+                let (avail, running, waiting) = (e.core.kv.available(), e.gauges().running, e.gauges().waiting);
+                for &id in &aborted {
+                    abort(&mut e, id);
+                    abort(&mut e, id); // twice: the second is ignored
+                }
+                abort(&mut e, 999); // unknown: ignored
+                let g = e.gauges();
+                assert!(e.core.kv.available() > avail, "the blocks are freed at once");
+                assert_eq!(g.running + g.waiting, running + waiting - aborted.len() as u32, "gone from the counts");
+                // the id may come back at once, as a new request
+                e.submit(aborted[0], req(64, 8), t).unwrap();
+            }
+            e.start(t);
+            match e.next_event() {
+                Some(next) => t = next.max(t),
+                None => break,
+            }
+        }
+        assert!(!e.has_work());
+        assert_eq!(e.core.kv.used(), 0, "every block came back");
+        (trace, aborted, e.stats())
+    }
+
+    #[test]
+    fn lazy_abort_schedules_the_others_exactly_as_an_eager_one() {
+        let configs: [Tweak; 4] = [
+            ("continuous", |_| {}),
+            ("chunked prefill", |c| {
+                c.chunked_prefill = true;
+                c.max_batched_tokens = 128;
+            }),
+            ("tight KV: preemptions", |c| c.max_num_seqs = 16),
+            ("static batching", |c| {
+                c.batching = Batching::Static;
+                c.batch_timeout_s = 0.01;
+            }),
+        ];
+        for (name, tweak) in configs {
+            let (lazy, victims, lazy_stats) = run_with_aborts(tweak, |e, id| e.abort(id));
+            let (eager, victims2, eager_stats) = run_with_aborts(tweak, abort_eagerly);
+            assert_eq!(victims, victims2);
+            assert!(victims.len() >= 4, "{name}: aborts in several queues: {victims:?}");
+            assert_eq!(lazy, eager, "{name}: every other sequence gets the same tokens at the same times");
+            assert_eq!(lazy_stats, eager_stats, "{name}");
+            // the aborted ones stop: only the re-submitted id finishes (as its new request)
+            let finished: Vec<SeqId> = lazy.iter().filter(|x| x.3).map(|x| x.1).collect();
+            assert_eq!(finished.len(), 40 - victims.len() + 1, "{name}");
+            assert!(victims[1..].iter().all(|v| !finished.contains(v)), "{name}");
+        }
+        let (_, _, s) = run_with_aborts(|c| c.max_num_seqs = 16, |e, id| e.abort(id));
+        assert!(s.preemptions > 0, "the tight-KV case preempts");
+    }
+
+    #[test]
+    fn an_aborted_slot_is_reused_only_once_it_left_its_queue() {
+        let mut e = small_engine(1000, |c| c.max_num_seqs = 1);
+        for id in 0..4 {
+            submit(&mut e, id, req(16, 4)).unwrap();
+        }
+        e.start(0.0); // 0 runs; 1, 2, 3 wait
+        let slot2 = e.core.slot_of(2).unwrap();
+        e.abort(2); // in the middle of the queue: it stays there, marked
+        assert_eq!(e.core.waiting.len(), 3);
+        assert_eq!(e.gauges().waiting, 2);
+        submit(&mut e, 7, req(16, 4)).unwrap();
+        assert_ne!(e.core.slot_of(7), Some(slot2), "a new request does not take the queued slot");
+        e.start(0.0); // 7 joins the queue (the iteration in flight goes on)
+        e.abort(1); // the head: 1 and then 2 (aborted) leave the queue at once
+        assert_eq!(e.core.waiting.iter().map(|&s| e.core.seq(s).id).collect::<Vec<_>>(), vec![3, 7]);
+        submit(&mut e, 8, req(16, 4)).unwrap();
+        assert_eq!(e.core.slot_of(8), Some(slot2), "its slot is free once it left the queue");
+        // the running one: freed now, out of the list before the next plan
+        let before = e.core.kv.available();
+        e.abort(0);
+        assert!(e.core.kv.available() > before);
+        assert_eq!(e.gauges().running, 0);
+        assert_eq!(e.load(), 3);
     }
 
     #[test]

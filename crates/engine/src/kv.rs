@@ -13,7 +13,9 @@
 //! Block hashes are chained, each over its parent's hash and its own content, so a hash stands
 //! for the whole prefix up to the end of its block ([`block_hashes`]).
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use crate::fasthash::FastMap;
 
 /// A block's index in the pool.
 pub type BlockId = u32;
@@ -171,6 +173,10 @@ fn mix(parts: &[u64]) -> u64 {
 /// No block in the evictable list.
 const NIL: u32 = u32::MAX;
 
+/// Stale prefix-cache entries allowed beyond half the blocks before a sweep (so that a small
+/// cache does not sweep at every eviction).
+const SWEEP_SLACK: usize = 1024;
+
 /// Prefix-cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CacheCounters {
@@ -188,8 +194,11 @@ pub struct KvManager {
     pool: BlockPool,
     block_size: u32,
     caching: bool,
-    /// hash → the cached block holding it.
-    by_hash: HashMap<u64, BlockId>,
+    /// hash → the cached block holding it; also stale entries of blocks evicted since (an entry
+    /// counts only while `hash_of` of its block still names its hash: see [`KvManager::cached`]).
+    /// Eviction leaves its entry behind, as removing it is a cache miss in a large table; the
+    /// stale entries are swept out in one pass once they are as many as half the blocks.
+    by_hash: FastMap<u64, BlockId>,
     /// block → the hash it is cached under.
     hash_of: Vec<Option<u64>>,
     /// Cached blocks nobody references, least recently used at the head (an intrusive list).
@@ -208,7 +217,8 @@ impl KvManager {
             pool: BlockPool::new(blocks),
             block_size,
             caching: prefix_caching,
-            by_hash: HashMap::new(),
+            // room for the live entries and the stale ones the sweep allows
+            by_hash: FastMap::with_capacity_and_hasher(n + n / 2 + SWEEP_SLACK, Default::default()),
             hash_of: vec![None; n],
             prev: vec![NIL; n],
             next: vec![NIL; n],
@@ -286,8 +296,10 @@ impl KvManager {
             return None;
         }
         self.unlink(b);
-        if let Some(h) = self.hash_of[b as usize].take() {
-            self.by_hash.remove(&h);
+        if self.hash_of[b as usize].take().is_some() && self.by_hash.len() >= self.sweep_at() {
+            // its entry in `by_hash` goes stale; sweep them all once there are many
+            let hash_of = &self.hash_of;
+            self.by_hash.retain(|h, b| hash_of[*b as usize] == Some(*h));
         }
         self.counters.evicted_blocks += 1;
         self.pool.share(b); // 0 → 1: the caller's reference
@@ -334,12 +346,24 @@ impl KvManager {
         }
     }
 
+    /// The cached block holding `h`, if any (an entry of `by_hash` whose block was evicted since
+    /// does not count).
+    #[inline]
+    fn cached(&self, h: u64) -> Option<BlockId> {
+        self.by_hash.get(&h).copied().filter(|&b| self.hash_of[b as usize] == Some(h))
+    }
+
+    /// Entries in `by_hash` (live and stale) at which an eviction sweeps the stale ones out.
+    fn sweep_at(&self) -> usize {
+        self.hash_of.len() + self.hash_of.len() / 2 + SWEEP_SLACK
+    }
+
     /// How many of `hashes`' leading blocks are cached (0 with caching off). Counts the query.
     pub fn lookup(&mut self, hashes: &[u64]) -> usize {
         if !self.caching {
             return 0;
         }
-        let hit = hashes.iter().take_while(|h| self.by_hash.contains_key(h)).count();
+        let hit = hashes.iter().take_while(|&&h| self.cached(h).is_some()).count();
         self.counters.queried_blocks += hashes.len() as u64;
         self.counters.hit_blocks += hit as u64;
         hit
@@ -350,13 +374,13 @@ impl KvManager {
         if !self.caching {
             return 0;
         }
-        hashes.iter().take_while(|h| self.by_hash.contains_key(h)).count()
+        hashes.iter().take_while(|&&h| self.cached(h).is_some()).count()
     }
 
     /// How many of the cached blocks of `hashes` no sequence references (they sit in the LRU,
     /// counted as available).
     pub fn unreferenced(&self, hashes: &[u64]) -> u32 {
-        hashes.iter().filter(|h| self.by_hash.get(h).is_some_and(|&b| self.pool.ref_count(b) == 0)).count() as u32
+        hashes.iter().filter(|&&h| self.cached(h).is_some_and(|b| self.pool.ref_count(b) == 0)).count() as u32
     }
 
     /// Puts the cached blocks of `hashes[..n]` at the start of an empty `table` (one more
@@ -364,7 +388,7 @@ impl KvManager {
     pub fn attach(&mut self, table: &mut BlockTable, hashes: &[u64]) {
         debug_assert!(table.blocks.is_empty());
         for h in hashes {
-            let b = self.by_hash[h];
+            let b = self.cached(*h).expect("attached blocks are cached");
             if self.pool.ref_count(b) == 0 {
                 self.unlink(b);
             }
@@ -376,20 +400,48 @@ impl KvManager {
     /// Caches the full blocks of `table` whose hashes are `hashes` (those already cached are
     /// left as they are). Call it once their tokens are computed.
     pub fn register(&mut self, table: &BlockTable, hashes: &[u64]) {
+        self.register_from(table, hashes, 0);
+    }
+
+    /// As [`KvManager::register`], looking only at blocks from index `from` on: the caller knows
+    /// the blocks before it are cached (a block the table holds cannot be evicted, so they stay
+    /// cached). Returns the next such index: the first block, from `from` on, left uncached (its
+    /// content is cached in another block), or the end of `hashes`. Calling it again with that
+    /// index does exactly what calling [`KvManager::register`] would, in O(new blocks).
+    pub fn register_from(&mut self, table: &BlockTable, hashes: &[u64], from: usize) -> usize {
         if !self.caching {
-            return;
+            return from;
         }
-        for (&b, &h) in table.blocks.iter().zip(hashes) {
-            if self.hash_of[b as usize].is_none() && !self.by_hash.contains_key(&h) {
-                self.by_hash.insert(h, b);
-                self.hash_of[b as usize] = Some(h);
+        let mut next = None;
+        let n = hashes.len().min(table.blocks.len());
+        let start = from.min(n);
+        for (i, (&b, &h)) in (start..n).zip(table.blocks[start..n].iter().zip(&hashes[start..n])) {
+            if self.hash_of[b as usize].is_none() {
+                match self.by_hash.entry(h) {
+                    Entry::Occupied(mut o) => {
+                        let c = *o.get();
+                        if self.hash_of[c as usize] == Some(h) {
+                            next.get_or_insert(i); // cached in another block
+                        } else {
+                            o.insert(b); // a stale entry
+                            self.hash_of[b as usize] = Some(h);
+                        }
+                    }
+                    Entry::Vacant(v) => {
+                        v.insert(b);
+                        self.hash_of[b as usize] = Some(h);
+                    }
+                }
             }
         }
+        next.unwrap_or(from.max(n))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use proptest::prelude::*;
 

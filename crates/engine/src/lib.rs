@@ -8,6 +8,7 @@
 //! - [`roofline`]: a model's prefill and decode steps against a GPU's roofline (`goodput roofline`);
 //! - [`sched`]: scheduling policies over the engine's queues;
 //! - [`engine`]: one replica: intake, iterations, statistics;
+//! - [`fasthash`]: the hasher of the engine's integer-keyed maps;
 //! - [`cluster`]: deployments of several engines (replicas behind a router, prefill/decode
 //!   disaggregation) behind the same trait;
 //! - [`ServingEngine`]: what a driver sees of an engine, one or a deployment ([`build`]).
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod config;
 pub mod cost;
 pub mod engine;
+pub mod fasthash;
 pub mod kv;
 pub mod preset;
 pub mod roofline;

@@ -6,11 +6,12 @@
 //! prefill-first, decode-first or chunked prefill); [`StaticBatching`] forms request-level batches
 //! that run to their longest sequence.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::SeqId;
 use crate::config::Scheduling;
 use crate::cost::BatchShape;
+use crate::fasthash::{FastMap, fast_map};
 use crate::kv::{BlockTable, KvManager};
 
 /// One sequence in the engine.
@@ -28,6 +29,9 @@ pub struct Seq {
     pub hashes: Vec<u64>,
     /// Leading blocks already registered in the prefix cache.
     pub registered: usize,
+    /// Leading blocks known to be cached (every one before this index): registering again
+    /// starts here ([`KvManager::register_from`]).
+    pub cached_upto: usize,
     /// Tokens of KV reserved at admission (pre-allocation); 0: blocks as it grows.
     pub reserve: u64,
     /// When it became schedulable, seconds.
@@ -36,6 +40,23 @@ pub struct Seq {
     pub done: bool,
     /// Its own random stream (how many drafted tokens are accepted), from the request's seed.
     pub rng: Option<Box<rand_chacha::ChaCha8Rng>>,
+    /// Which queue holds it.
+    pub place: Place,
+    /// Its client went away ([`Core::abort`]): its blocks are freed, and it leaves its queue when
+    /// the engine next looks there.
+    pub aborted: bool,
+}
+
+/// Which queue holds a sequence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Place {
+    /// Being taken in (the engine's intake): not schedulable yet.
+    #[default]
+    Intake,
+    /// In the waiting queue.
+    Waiting,
+    /// In the running list.
+    Running,
 }
 
 impl Seq {
@@ -70,7 +91,7 @@ pub struct Core {
     pub limits: Limits,
     slots: Vec<Option<Seq>>,
     free_slots: Vec<usize>,
-    index: HashMap<SeqId, usize>,
+    index: FastMap<SeqId, usize>,
     /// FCFS queue of admitted-but-not-running sequences (preempted ones return to its head).
     pub waiting: VecDeque<usize>,
     /// Running sequences in admission order.
@@ -81,6 +102,10 @@ pub struct Core {
     /// Sequences preempted while planning this iteration.
     pub preempted: Vec<SeqId>,
     pub preemptions: u64,
+    /// Aborted sequences still in `waiting` (never at its head) and in `running` (dropped at the
+    /// start of the next iteration's planning, [`Core::drop_aborted_running`]).
+    aborted_waiting: usize,
+    aborted_running: usize,
 }
 
 impl Core {
@@ -90,13 +115,15 @@ impl Core {
             limits,
             slots: Vec::new(),
             free_slots: Vec::new(),
-            index: HashMap::new(),
+            index: fast_map(),
             waiting: VecDeque::new(),
             running: Vec::new(),
             batch: Vec::new(),
             shape: BatchShape::default(),
             preempted: Vec::new(),
             preemptions: 0,
+            aborted_waiting: 0,
+            aborted_running: 0,
         }
     }
 
@@ -143,6 +170,96 @@ impl Core {
         }
     }
 
+    /// Sequences in the waiting queue, not counting aborted ones.
+    pub fn waiting_len(&self) -> usize {
+        self.waiting.len() - self.aborted_waiting
+    }
+
+    /// Running sequences, not counting aborted ones.
+    pub fn running_len(&self) -> usize {
+        self.running.len() - self.aborted_running
+    }
+
+    /// Drops a sequence whose client went away, in O(1): its blocks are freed and its id forgotten
+    /// at once (the id may be submitted again), while its slot stays taken until the sequence has
+    /// left its queue (the waiting queue's head is never an aborted one; the running list drops
+    /// them before the next plan; the caller drops those in its intake). Returns where it was
+    /// and its slot; `None` for an unknown id.
+    pub fn abort(&mut self, id: SeqId) -> Option<(Place, usize)> {
+        let slot = self.index.remove(&id)?;
+        let seq = self.slots[slot].as_mut().expect("an indexed slot is live");
+        self.kv.free(&mut seq.table);
+        seq.aborted = true;
+        let place = seq.place;
+        match place {
+            Place::Intake => {}
+            Place::Waiting => {
+                self.aborted_waiting += 1;
+                self.skip_aborted_waiting();
+            }
+            Place::Running => self.aborted_running += 1,
+        }
+        Some((place, slot))
+    }
+
+    /// Frees the slot of an aborted sequence that has left every queue.
+    pub fn release_aborted(&mut self, slot: usize) {
+        debug_assert!(self.slots[slot].as_ref().is_some_and(|q| q.aborted));
+        self.slots[slot] = None;
+        self.free_slots.push(slot);
+    }
+
+    /// Pops aborted sequences off the head of the waiting queue (amortized O(1): each is popped
+    /// once).
+    fn skip_aborted_waiting(&mut self) {
+        while let Some(&slot) = self.waiting.front() {
+            if !self.seq(slot).aborted {
+                break;
+            }
+            self.waiting.pop_front();
+            self.aborted_waiting -= 1;
+            self.release_aborted(slot);
+        }
+    }
+
+    /// Takes aborted sequences out of the running list (one pass over it, only when some were
+    /// aborted: planning an iteration passes over the running list anyway).
+    pub fn drop_aborted_running(&mut self) {
+        if self.aborted_running == 0 {
+            return;
+        }
+        let mut gone = Vec::new();
+        let slots = &self.slots;
+        self.running.retain(|&s| {
+            let keep = !slots[s].as_ref().is_some_and(|q| q.aborted);
+            if !keep {
+                gone.push(s);
+            }
+            keep
+        });
+        for slot in gone {
+            self.release_aborted(slot);
+        }
+        self.aborted_running = 0;
+    }
+
+    /// Moves a sequence whose intake ended to the back of the waiting queue.
+    pub fn enqueue(&mut self, slot: usize, arrived: f64) {
+        let seq = self.seq_mut(slot);
+        seq.arrived = arrived;
+        seq.place = Place::Waiting;
+        self.waiting.push_back(slot);
+    }
+
+    /// Takes the head of the waiting queue into the running list.
+    fn start_head(&mut self, slot: usize) {
+        debug_assert_eq!(self.waiting.front(), Some(&slot));
+        self.waiting.pop_front();
+        self.seq_mut(slot).place = Place::Running;
+        self.running.push(slot);
+        self.skip_aborted_waiting();
+    }
+
     /// Takes sequences that left (finished) out of the running list.
     pub fn drop_removed_from_running(&mut self) {
         let slots = &self.slots;
@@ -155,7 +272,7 @@ impl Core {
         let seq = self.slots[slot].as_mut().expect("live slot");
         let full = ((seq.computed / bs) as usize).min(seq.hashes.len());
         if full > seq.registered {
-            self.kv.register(&seq.table, &seq.hashes[..full]);
+            seq.cached_upto = self.kv.register_from(&seq.table, &seq.hashes[..full], seq.cached_upto);
             seq.registered = full;
         }
     }
@@ -180,11 +297,17 @@ impl Core {
     /// Frees a running sequence's blocks and puts it back at the head of the queue (it will
     /// recompute its prompt and the tokens generated so far; cached blocks may spare some).
     pub fn preempt(&mut self, slot: usize) {
-        self.running.retain(|&s| s != slot);
+        if self.running.last() == Some(&slot) {
+            self.running.pop();
+        } else {
+            self.running.retain(|&s| s != slot);
+        }
         let seq = self.slots[slot].as_mut().expect("live slot");
+        seq.place = Place::Waiting;
         self.kv.free(&mut seq.table);
         seq.computed = 0;
         seq.registered = 0;
+        seq.cached_upto = 0;
         self.preempted.push(seq.id);
         self.waiting.push_front(slot);
         self.preemptions += 1;
@@ -238,6 +361,7 @@ impl Core {
         self.kv.attach(&mut seq.table, &seq.hashes[..hit]);
         seq.computed = hit as u64 * bs;
         seq.registered = hit;
+        seq.cached_upto = hit;
     }
 
     /// Admits the head of the waiting queue into the batch if slots, `budget` and KV blocks (above
@@ -272,8 +396,7 @@ impl Core {
             self.kv.grow(&mut seq.table, hold)
         };
         debug_assert!(ok);
-        self.waiting.pop_front();
-        self.running.push(slot);
+        self.start_head(slot);
         self.batch.push((slot, tokens, 0));
         if self.seq(slot).decoding() {
             // a hand-over (its KV arrived computed): it joins straight into decoding
@@ -296,13 +419,12 @@ impl Core {
         let tokens = if chunk { pending.min(max) } else { pending };
         let seq = self.slots[slot].as_mut().expect("live slot");
         if self.kv.grow(&mut seq.table, (computed + tokens).max(reserve)) {
-            self.waiting.pop_front();
-            self.running.push(slot);
+            self.start_head(slot);
             self.batch.push((slot, tokens, 0));
             self.shape.add_prefill(tokens, computed);
         } else {
             self.kv.free(&mut seq.table);
-            (seq.computed, seq.registered) = (0, 0);
+            (seq.computed, seq.registered, seq.cached_upto) = (0, 0, 0);
         }
     }
 
@@ -436,7 +558,7 @@ impl Policy for StaticBatching {
         }
         if core.running.is_empty() {
             let Some(&head) = core.waiting.front() else { return };
-            let full = core.waiting.len() >= core.limits.max_num_seqs as usize;
+            let full = core.waiting_len() >= core.limits.max_num_seqs as usize;
             if !full && now + 1e-12 < core.seq(head).arrived + self.timeout_s {
                 return; // wait for the batch to fill
             }
@@ -467,7 +589,7 @@ impl Policy for StaticBatching {
 
     fn wake_at(&self, core: &Core) -> Option<f64> {
         match core.waiting.front() {
-            Some(&head) if core.running.is_empty() => Some(core.seq(head).arrived + self.timeout_s),
+            Some(&head) if core.running_len() == 0 => Some(core.seq(head).arrived + self.timeout_s),
             _ => None,
         }
     }

@@ -28,7 +28,21 @@ struct Store {
 }
 
 impl Store {
+    #[inline]
     fn add(&mut self, i: i32, w: u64) {
+        // the common case: a bucket inside the range already held
+        let k = i.wrapping_sub(self.offset) as u32 as usize;
+        if i >= self.offset && k < self.counts.len() {
+            self.counts[k] += w;
+            return;
+        }
+        self.add_outside(i, w);
+    }
+
+    /// [`Store::add`] for a bucket the store does not span yet (or an empty store).
+    #[cold]
+    #[inline(never)]
+    fn add_outside(&mut self, i: i32, w: u64) {
         if self.counts.is_empty() {
             self.offset = i;
             self.counts.push(0);
@@ -123,6 +137,7 @@ impl Sketch {
     }
 
     /// Adds `weight` observations of `value`; non-finite values and zero weights add nothing.
+    #[inline]
     pub fn add(&mut self, value: f64, weight: u64) {
         if weight == 0 || !value.is_finite() {
             return;

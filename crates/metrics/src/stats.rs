@@ -115,11 +115,13 @@ impl Samples {
     }
 
     /// Adds one observation. Non-finite values are ignored (they cannot be ranked).
+    #[inline]
     pub fn push(&mut self, value: f64) {
         self.push_weighted(value, 1);
     }
 
     /// Adds `weight` observations of `value`. A zero weight adds nothing.
+    #[inline]
     pub fn push_weighted(&mut self, value: f64, weight: u64) {
         if weight == 0 || !value.is_finite() {
             return;
@@ -132,6 +134,20 @@ impl Samples {
         self.sorted = false;
         if self.items.len() > self.limit() {
             self.fold_into_sketch();
+        }
+    }
+
+    /// [`Samples::push_weighted`] of each `(value, weight)` in turn (once sketched, without
+    /// looking again at each one whether it is).
+    pub fn extend_weighted(&mut self, pairs: impl IntoIterator<Item = (f64, u64)>) {
+        let mut pairs = pairs.into_iter();
+        while self.sketch.is_none() {
+            let Some((v, w)) = pairs.next() else { return };
+            self.push_weighted(v, w);
+        }
+        let k = self.sketch.as_mut().expect("sketched");
+        for (v, w) in pairs {
+            k.add(v, w);
         }
     }
 
@@ -366,6 +382,27 @@ impl Distribution {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extending_is_pushing_one_by_one_across_the_switch_to_a_sketch() {
+        // a limit of 3: the 4th entry folds everything into the sketch mid-way; a zero weight and
+        // a NaN add nothing either way
+        let pairs = [(5.0, 1), (1.0, 2), (f64::NAN, 1), (3.0, 0), (2.0, 1), (8.0, 3), (4.0, 1)];
+        let mut one = Samples::with_limit(3);
+        for (v, w) in pairs {
+            one.push_weighted(v, w);
+        }
+        let mut all = Samples::with_limit(3);
+        all.extend_weighted(pairs);
+        assert!(all.is_sketched());
+        assert_eq!(all.count(), 8);
+        assert_eq!(all.describe(PercentileMethod::Linear), one.describe(PercentileMethod::Linear));
+        // below the limit: exact, the same samples
+        let mut exact = Samples::new();
+        exact.extend_weighted([(2.0, 1), (4.0, 1)]);
+        assert!(!exact.is_sketched());
+        assert_eq!(exact.describe(PercentileMethod::Linear).p50, Some(3.0));
+    }
 
     fn close(a: Option<f64>, b: f64) {
         let a = a.expect("value");

@@ -523,12 +523,8 @@ impl Dists {
         push(&mut self.e2e_sched, lat.e2e_sched);
         push(&mut self.stream_close, lat.stream_close);
         push(&mut self.normalized, lat.normalized);
-        for (v, w) in itl_samples(r) {
-            self.itl.push_weighted(v, w);
-        }
-        for g in chunk_gaps(r) {
-            self.chunk_itl.push(g);
-        }
+        self.itl.extend_weighted(itl_samples(r));
+        self.chunk_itl.extend_weighted(chunk_gaps(r).map(|g| (g, 1)));
         check_counts(&mut s.token_counts, r);
         s.counts_skipped += u64::from(r.counts_skipped);
     }
