@@ -12,7 +12,8 @@
 #  3. Poisson keep-up against the fast server at 1k, 2k, 5k and 10k req/s: achieved / offered and
 #     the schedule lag p99 (how late requests left against their schedule), and the verdict;
 #  4. the peers, when PEERS_VENV names a virtualenv holding them (`python -m venv /tmp/peers &&
-#     /tmp/peers/bin/pip install guidellm aiperf`; `vllm` too where the disk allows): the same
+#     /tmp/peers/bin/pip install guidellm aiperf`; `vllm` too where the disk allows: 9.5 GB with
+#     its CUDA torch, and `vllm bench serve` runs without a GPU, offline): the same
 #     closed loop against the same fast server, req/s and CPU per request.
 #
 #   scripts/bench-ceiling.sh [SECONDS]      (default 10 s per run; SKIP_BUILD=1 uses the binaries
@@ -154,7 +155,7 @@ PY
         peer_row aiperf "$c" "$rps" "$n"
       fi
       if [ -x "$PEERS_VENV/bin/vllm" ]; then
-        /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$PEERS_VENV/bin/vllm" bench serve \
+        HF_HUB_OFFLINE=1 /usr/bin/time -f "%U %S" -o "$OUT/time.txt" taskset -c 0 "$PEERS_VENV/bin/vllm" bench serve \
           --base-url "$FAST" --model m --tokenizer "$TOK" --dataset-name random --random-input-len 16 \
           --random-output-len 16 --num-prompts $((c * 50)) --max-concurrency "$c" --save-result \
           --result-dir "$OUT" --result-filename v.json > "$OUT/vllm.log" 2>&1 || true

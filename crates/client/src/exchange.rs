@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use tokio::time::timeout_at;
 
 use crate::http::{Cancel, Clock, HttpClient, Timeouts, error_chain, excerpt, is_timeout};
-use crate::openai::{Api, Usage, parse_chunk};
+use crate::openai::{Api, Usage, parse_chunk_into};
 use crate::sse::{SseDecoder, SseEvent};
 
 /// A measured exchange whose token counting is still to be done (off the load loop, by the
@@ -18,7 +18,7 @@ use crate::sse::{SseDecoder, SseEvent};
 #[derive(Debug)]
 pub struct Exchange {
     rec: RequestRecord,
-    deltas: Vec<String>,
+    deltas: Deltas,
     /// Cumulative `usage.completion_tokens` seen on each content event (vLLM continuous usage).
     cumulative: Vec<Option<u64>>,
     usage: Usage,
@@ -85,9 +85,30 @@ impl Endpoint {
 /// Bodies longer than this are not kept when reading an error response.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
+/// The text of a stream's content events, kept in one buffer with each event's end (no
+/// allocation per event).
+#[derive(Debug, Default)]
+struct Deltas {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Deltas {
+    /// Content events.
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Each event's text, in order.
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(a, &b)| &self.text[a..b])
+    }
+}
+
 struct Stream {
     rec: RequestRecord,
-    deltas: Vec<String>,
+    deltas: Deltas,
     cumulative: Vec<Option<u64>>,
     usage: Usage,
     done: bool,
@@ -101,7 +122,7 @@ impl Stream {
     }
 
     /// Handles one SSE event at arrival time `t`; returns false when the stream must stop.
-    fn event(&mut self, ev: SseEvent, t: f64) -> bool {
+    fn event(&mut self, ev: &SseEvent, t: f64) -> bool {
         if self.done {
             return true; // ignore anything after [DONE]
         }
@@ -113,7 +134,9 @@ impl Stream {
             self.fail(ErrorClass::ServerErrorEvent, format!("error event: {}", excerpt(ev.data.as_bytes(), 200)), None);
             return false;
         }
-        let chunk = match parse_chunk(&ev.data) {
+        let start = self.deltas.text.len();
+        let want_id = self.rec.response_id.is_none();
+        let chunk = match parse_chunk_into(&ev.data, &mut self.deltas.text, want_id) {
             Ok(c) => c,
             Err(e) => {
                 self.fail(ErrorClass::MalformedStream, e.to_string(), None);
@@ -121,10 +144,11 @@ impl Stream {
             }
         };
         if let Some(e) = chunk.error {
+            self.deltas.text.truncate(start);
             self.fail(ErrorClass::ServerErrorEvent, e, None);
             return false;
         }
-        if self.rec.response_id.is_none() {
+        if want_id {
             self.rec.response_id = chunk.id;
         }
         if let Some(u) = chunk.usage {
@@ -136,9 +160,10 @@ impl Stream {
         }
         if chunk.is_content {
             self.rec.event_ms.push(t);
-            self.deltas.push(chunk.text);
+            self.deltas.ends.push(self.deltas.text.len());
             self.cumulative.push(chunk.usage.and_then(|u| u.completion_tokens));
         } else {
+            self.deltas.text.truncate(start);
             self.rec.other_events += 1;
         }
         true
@@ -162,7 +187,7 @@ impl Exchange {
 
     /// The reply text (multi-turn sessions resend it).
     pub fn reply(&self) -> String {
-        self.deltas.concat()
+        self.deltas.text.clone()
     }
 
     /// The output length for the load loop, without counting: the server's count, else one
@@ -184,7 +209,7 @@ impl Exchange {
     }
 
     fn complete(mut self, tokenizer: Option<&Tokenizer>) -> RequestRecord {
-        let client_out = tokenizer.map(|tk| tk.count(&self.deltas.concat()) as u64);
+        let client_out = tokenizer.map(|tk| tk.count(&self.deltas.text) as u64);
         let server_out = self.usage.completion_tokens;
         let (n, src) = match (server_out, client_out) {
             (Some(s), _) => (s, TokenSource::Server),
@@ -260,7 +285,8 @@ fn retryable(r: &RequestRecord) -> bool {
 async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel) -> Stream {
     let clock = ep.clock;
     let to = ep.timeouts;
-    let mut st = Stream { rec, deltas: Vec::new(), cumulative: Vec::new(), usage: Usage::default(), done: false };
+    let mut st =
+        Stream { rec, deltas: Deltas::default(), cumulative: Vec::new(), usage: Usage::default(), done: false };
 
     let sent = Instant::now();
     st.rec.sent_ms = Some(clock.ms(sent));
@@ -375,8 +401,9 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                 let mut keep_going = true;
                 for ev in events.drain(..) {
                     if keep_going {
-                        keep_going = st.event(ev, t);
+                        keep_going = st.event(&ev, t);
                     }
+                    decoder.recycle(ev.data);
                 }
                 if !keep_going {
                     break;
@@ -575,4 +602,45 @@ fn hyper_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a hyper
 fn end(mut st: Stream, ep: &Endpoint) -> Stream {
     st.rec.end_ms = Some(ep.clock.now_ms());
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream() -> Stream {
+        Stream {
+            rec: RequestRecord::default(),
+            deltas: Deltas::default(),
+            cumulative: Vec::new(),
+            usage: Usage::default(),
+            done: false,
+        }
+    }
+
+    fn ev(data: &str) -> SseEvent {
+        SseEvent { data: data.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn content_events_share_one_text_buffer() {
+        let mut st = stream();
+        assert!(st.event(&ev(r#"{"id":"c-1","choices":[{"delta":{"role":"assistant","content":""}}]}"#), 1.0));
+        assert!(st.event(&ev(r#"{"id":"c-1","choices":[{"text":"He"}]}"#), 2.0));
+        assert!(st.event(&ev(r#"{"id":"c-2","choices":[{"text":"llo"}]}"#), 3.5));
+        // a usage-only chunk is not content and leaves the text as it was
+        assert!(st.event(&ev(r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#), 4.0));
+        assert!(st.event(&ev("[DONE]"), 5.0));
+        assert_eq!(st.rec.event_ms, vec![2.0, 3.5]);
+        assert_eq!(st.rec.other_events, 2);
+        // the first id seen is kept
+        assert_eq!(st.rec.response_id.as_deref(), Some("c-1"));
+        assert_eq!(st.deltas.iter().collect::<Vec<_>>(), vec!["He", "llo"]);
+        assert_eq!(st.deltas.len(), 2);
+        assert_eq!(st.deltas.text, "Hello");
+        // an error chunk's text is not kept
+        let mut st = stream();
+        assert!(!st.event(&ev(r#"{"choices":[{"text":"x"}],"error":"boom"}"#), 1.0));
+        assert_eq!((st.deltas.text.as_str(), st.deltas.len()), ("", 0));
+    }
 }

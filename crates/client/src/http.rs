@@ -92,6 +92,9 @@ pub struct HttpClient {
     /// `scheme://authority` plus any path prefix, without a trailing `/v1`.
     base: String,
     auth: Option<HeaderValue>,
+    /// The URIs of the two streaming endpoints, parsed once (a request clones one instead of
+    /// formatting and parsing its URI).
+    api_uris: std::sync::Arc<[(&'static str, Uri); 2]>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -212,7 +215,15 @@ impl HttpClient {
             }
             _ => None,
         };
-        Ok(HttpClient { inner, base, auth })
+        let uri = |api: crate::openai::Api| -> Result<(&'static str, Uri), ClientError> {
+            let u = format!("{base}{}", api.path());
+            let parsed = u.parse().map_err(|e: http::uri::InvalidUri| {
+                ClientError::Url(UrlError::NotAUrl { url: base_url.to_string(), message: e.to_string() })
+            })?;
+            Ok((api.path(), parsed))
+        };
+        let api_uris = std::sync::Arc::new([uri(crate::openai::Api::Completions)?, uri(crate::openai::Api::Chat)?]);
+        Ok(HttpClient { inner, base, auth, api_uris })
     }
 
     pub fn base(&self) -> &str {
@@ -220,7 +231,11 @@ impl HttpClient {
     }
 
     fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
-        let mut b = Request::builder().method(method.clone()).uri(format!("{}{}", self.base, path));
+        let b = Request::builder().method(method.clone());
+        let mut b = match self.api_uris.iter().find(|(p, _)| *p == path) {
+            Some((_, u)) => b.uri(u.clone()),
+            None => b.uri(format!("{}{}", self.base, path)),
+        };
         if method == Method::GET {
             // probes (models, health, metrics) run before and beside the load at their own pace:
             // their connections are not pooled, so the load never draws one the server has let

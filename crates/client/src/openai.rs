@@ -175,32 +175,43 @@ pub struct ChunkError {
 
 /// Parses one `data:` payload (not `[DONE]`). An `Err` means the stream is malformed.
 pub fn parse_chunk(data: &str) -> Result<Chunk, ChunkError> {
+    let mut text = String::new();
+    let mut c = parse_chunk_into(data, &mut text, true)?;
+    c.text = text;
+    Ok(c)
+}
+
+/// As [`parse_chunk`], appending the chunk's generated text to `text` (the returned
+/// [`Chunk::text`] stays empty) and keeping its id only when `want_id`: a stream's events share
+/// one text buffer, so a chunk costs no allocation of its own.
+pub fn parse_chunk_into(data: &str, text: &mut String, want_id: bool) -> Result<Chunk, ChunkError> {
     let raw: RawChunk = serde_json::from_str(data)
         .map_err(|source| ChunkError { excerpt: data.chars().take(120).collect(), source })?;
-    let id = raw.id.map(|t| t.0.into_owned());
+    let id = if want_id { raw.id.map(|t| t.0.into_owned()) } else { None };
     let mut c = Chunk { usage: raw.usage, id, ..Default::default() };
     if let Some(e) = raw.error.filter(|e| !e.is_null()) {
         c.error = Some(error_text(&e));
     } else if raw.object.as_ref().is_some_and(|o| o.0 == "error") {
         c.error = Some(raw.message.unwrap_or_else(|| "error object in stream".into()));
     }
+    let start = text.len();
     for ch in raw.choices {
         if let Some(t) = ch.text {
-            push_text(&mut c.text, t.0);
+            push_text(text, t.0);
         }
         if let Some(d) = ch.delta {
             for t in [d.reasoning_content, d.reasoning, d.content].into_iter().flatten() {
-                push_text(&mut c.text, t.0);
+                push_text(text, t.0);
             }
             for call in d.tool_calls.unwrap_or_default() {
                 let f = &call["function"];
-                let before = c.text.len();
+                let before = text.len();
                 for k in ["name", "arguments"] {
                     if let Some(s) = f[k].as_str() {
-                        c.text.push_str(s);
+                        text.push_str(s);
                     }
                 }
-                if c.text.len() == before && !call.is_null() {
+                if text.len() == before && !call.is_null() {
                     // a tool call with only an id/type still carries content
                     c.is_content = true;
                 }
@@ -210,7 +221,7 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, ChunkError> {
             c.finish_reason = ch.finish_reason;
         }
     }
-    c.is_content |= !c.text.is_empty();
+    c.is_content |= text.len() > start;
     Ok(c)
 }
 

@@ -39,22 +39,40 @@ impl SseDecoder {
     }
 
     /// Decodes `bytes`, appending every event completed by them to `out`.
+    ///
+    /// Lines wholly inside `bytes` are decoded where they lie; only an unfinished line's bytes
+    /// are kept (copied) for the next read.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
-        self.buf.extend_from_slice(bytes);
-        if !self.started {
-            if self.buf.len() < 3 && b"\xEF\xBB\xBF".starts_with(&self.buf) {
-                return; // maybe a BOM still arriving
+        if !self.started || !self.buf.is_empty() {
+            self.buf.extend_from_slice(bytes);
+            if !self.started {
+                if self.buf.len() < 3 && b"\xEF\xBB\xBF".starts_with(&self.buf) {
+                    return; // maybe a BOM still arriving
+                }
+                self.started = true;
+                if self.buf.starts_with(b"\xEF\xBB\xBF") {
+                    self.buf.drain(..3);
+                }
             }
-            self.started = true;
-            if self.buf.starts_with(b"\xEF\xBB\xBF") {
-                self.buf.drain(..3);
-            }
+            // the buffer is taken out while its lines are handed to `line` (which needs
+            // `&mut self`), so that a line is borrowed, not copied
+            let buf = std::mem::take(&mut self.buf);
+            let start = self.lines(&buf, self.scanned, out);
+            self.buf = buf;
+            self.buf.drain(..start);
+        } else {
+            // nothing pending (the usual case: reads end at event boundaries): no copy
+            let start = self.lines(bytes, 0, out);
+            self.buf.extend_from_slice(&bytes[start..]);
         }
-        // the buffer is taken out while its lines are handed to `line` (which needs `&mut self`),
-        // so that a line is borrowed, not copied (no allocation unless it is invalid UTF-8)
-        let buf = std::mem::take(&mut self.buf);
+        self.scanned = self.buf.len();
+    }
+
+    /// Hands every complete line of `buf` to [`Self::line`], scanning for line ends from
+    /// `from`; returns where the unfinished rest begins.
+    fn lines(&mut self, buf: &[u8], from: usize, out: &mut Vec<SseEvent>) -> usize {
         let mut start = 0;
-        let mut i = self.scanned;
+        let mut i = from;
         while i < buf.len() {
             if self.after_cr && i == start {
                 self.after_cr = false;
@@ -64,21 +82,32 @@ impl SseDecoder {
                     continue;
                 }
             }
-            match buf[i..].iter().position(|&b| b == b'\n' || b == b'\r') {
+            match memchr::memchr2(b'\n', b'\r', &buf[i..]) {
                 None => break,
                 Some(k) => {
                     let end = i + k;
-                    let line = String::from_utf8_lossy(&buf[start..end]);
-                    self.line(&line, out);
+                    let raw = &buf[start..end];
+                    // valid UTF-8 (the usual case) is checked on the fast path and borrowed
+                    match std::str::from_utf8(raw) {
+                        Ok(line) => self.line(line, out),
+                        Err(_) => self.line(&String::from_utf8_lossy(raw), out),
+                    }
                     self.after_cr = buf[end] == b'\r';
                     start = end + 1;
                     i = start;
                 }
             }
         }
-        self.buf = buf;
-        self.buf.drain(..start);
-        self.scanned = self.buf.len();
+        start
+    }
+
+    /// Gives back an event's `data` once it has been read, so the next event's text reuses its
+    /// allocation (optional: a decoder that is given nothing back allocates per event).
+    pub fn recycle(&mut self, mut data: String) {
+        if self.data.capacity() == 0 && !self.has_data {
+            data.clear();
+            self.data = data;
+        }
     }
 
     fn line(&mut self, line: &str, out: &mut Vec<SseEvent>) {
@@ -193,6 +222,28 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].data.len(), big.len());
         assert!(!d.has_partial());
+    }
+
+    #[test]
+    fn recycled_data_is_reused_and_direct_reads_keep_only_the_rest() {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        // a read ending mid-line keeps only that line's bytes; the next completes it
+        d.feed(b"data: a\n\ndata: b", &mut out);
+        assert_eq!(data(&out), vec!["a"]);
+        assert_eq!(d.buf, b"data: b");
+        let first = out.pop().expect("event");
+        let cap = first.data.capacity();
+        d.recycle(first.data);
+        d.feed(b"c\n\n", &mut out);
+        assert_eq!(data(&out), vec!["bc"]);
+        // the given-back buffer carried the next event's text
+        assert_eq!(out[0].data.capacity(), cap);
+        assert!(!d.has_partial());
+        // invalid UTF-8 inside a line is replaced, not dropped
+        out.clear();
+        d.feed(b"data: x\xFFy\n\n", &mut out);
+        assert_eq!(data(&out), vec!["x\u{FFFD}y"]);
     }
 
     #[test]
