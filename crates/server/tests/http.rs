@@ -96,10 +96,15 @@ async fn full_queue_answers_429() {
     .await;
     let long = json!({"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 5000, "stream": true}).to_string();
     let c = client(&e);
-    // one runs, one waits; the third is refused
-    let r1 = c.post("/v1/completions", Bytes::from(long.clone())).await.0.unwrap();
+    // one runs, one waits; the third is refused. The second is sent only once the first has
+    // streamed a token: until the engine thread has scheduled it, the first still holds the one
+    // waiting place (on a loaded machine the second could otherwise be refused instead).
+    let mut r1 = c.post("/v1/completions", Bytes::from(long.clone())).await.0.unwrap();
+    assert_eq!(r1.status().as_u16(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(10), r1.body_mut().frame()).await;
+    assert!(matches!(first, Ok(Some(Ok(_)))), "the first request streamed nothing");
     let r2 = c.post("/v1/completions", Bytes::from(long.clone())).await.0.unwrap();
-    assert_eq!((r1.status().as_u16(), r2.status().as_u16()), (200, 200));
+    assert_eq!(r2.status().as_u16(), 200);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let (s, v) = post(&e, "/v1/completions", long).await;
     assert_eq!(s, 429, "{v}");
