@@ -17,19 +17,25 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use goodput_metrics::Samples;
+
 /// Time between the probe's deadlines.
 pub const PERIOD: Duration = Duration::from_millis(10);
 
+/// Ticks kept exactly (10 minutes of probing); a longer run's lags are sketched from there on
+/// (percentiles within 1%), so that an hour-long soak's probe does not grow with it.
+pub const EXACT_TICKS: usize = 60_000;
+
 /// A running probe (stops when dropped).
 pub struct LagProbe {
-    lags: Arc<Mutex<Vec<f64>>>,
+    lags: Arc<Mutex<Samples>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl LagProbe {
     /// Starts probing on the current runtime, deadlines counted from `t0`.
     pub fn start(t0: Instant) -> Self {
-        let lags = Arc::new(Mutex::new(Vec::new()));
+        let lags = Arc::new(Mutex::new(Samples::with_limit(EXACT_TICKS)));
         let out = Arc::clone(&lags);
         let task = tokio::spawn(async move {
             for k in 1u32.. {
@@ -43,7 +49,7 @@ impl LagProbe {
     }
 
     /// Stops probing; the lags measured, ms.
-    pub fn stop(self) -> Vec<f64> {
+    pub fn stop(self) -> Samples {
         self.task.abort();
         std::mem::take(&mut *self.lags.lock().expect("lag lock"))
     }
@@ -66,11 +72,11 @@ mod tests {
         // hold the runtime's only thread: the probe cannot wake for 60 ms
         std::thread::sleep(Duration::from_millis(60));
         tokio::time::sleep(Duration::from_millis(25)).await;
-        let lags = probe.stop();
-        let max = lags.iter().copied().fold(0.0, f64::max);
+        let mut lags = probe.stop();
+        let d = lags.describe(goodput_metrics::PercentileMethod::Linear);
         // the tick due during the block woke at its end, at least 30 ms late (lower bound only:
         // a slow machine only makes it later)
-        assert!(max >= 30.0, "{lags:?}");
-        assert!(lags.len() >= 9, "{lags:?}");
+        assert!(d.max.unwrap() >= 30.0, "{d:?}");
+        assert!(d.n >= 9, "{d:?}");
     }
 }

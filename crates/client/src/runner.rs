@@ -127,7 +127,7 @@ pub struct RunOutcome {
     /// What the bookkeeping did (records finished late or without our counts).
     pub bookkeeping: BookStats,
     /// How late the runtime woke, every [`crate::lag::PERIOD`] of the load, ms.
-    pub runtime_lag_ms: Vec<f64>,
+    pub runtime_lag_ms: goodput_metrics::Samples,
     /// Streams whose body had not ended right after `[DONE]` (drained apart from the load), and
     /// of those the ones still open when the grace ran out ([`crate::exchange::AfterDone`]).
     pub streams_open_after_done: u64,

@@ -30,8 +30,13 @@ pub struct RuntimeLag {
 impl RuntimeLag {
     /// The statistics of the probe's lags (ms); `None` without any.
     pub fn from_samples(lags_ms: &[f64], method: PercentileMethod) -> Option<Self> {
-        let mut s: Samples = lags_ms.iter().copied().collect();
-        let d = s.describe(method);
+        Self::of(&mut lags_ms.iter().copied().collect(), method)
+    }
+
+    /// [`RuntimeLag::from_samples`] of lags already gathered (possibly sketched: a long run's
+    /// probe keeps its ticks in bounded memory).
+    pub fn of(lags_ms: &mut Samples, method: PercentileMethod) -> Option<Self> {
+        let d = lags_ms.describe(method);
         Some(RuntimeLag { n: d.n, p50: d.p50?, p99: d.p99?, max: d.max? })
     }
 

@@ -208,7 +208,7 @@ struct Measured {
     started_ns: i128,
     elapsed_s: f64,
     /// How late the client's runtime woke (ms, one per probe tick).
-    runtime_lag_ms: Vec<f64>,
+    runtime_lag_ms: goodput_metrics::Samples,
     bookkeeping: goodput_metrics::Bookkeeping,
     after_done: goodput_metrics::AfterDone,
     /// The server's metrics scraped beside the load.
@@ -216,10 +216,10 @@ struct Measured {
 }
 
 impl Measured {
-    fn into_run(self, stage: &Stage, target: RunTarget, engine_stats: Option<EngineStats>) -> Run {
+    fn into_run(mut self, stage: &Stage, target: RunTarget, engine_stats: Option<EngineStats>) -> Run {
         let mut collector = self.records;
         let opts = collector.options_mut();
-        opts.runtime_lag = goodput_metrics::RuntimeLag::from_samples(&self.runtime_lag_ms, opts.percentiles);
+        opts.runtime_lag = goodput_metrics::RuntimeLag::of(&mut self.runtime_lag_ms, opts.percentiles);
         opts.bookkeeping = Some(self.bookkeeping);
         opts.after_done = Some(self.after_done);
         let mut server_metrics = self.server_metrics;
