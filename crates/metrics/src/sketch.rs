@@ -162,6 +162,38 @@ impl Sketch {
         }
     }
 
+    /// [`Sketch::add`] of each `(value, weight)` in turn, with the running statistics held in
+    /// registers for the whole batch (a stream's gaps go in as one call: several times cheaper
+    /// per sample than one call each). The same sketch as adding them one by one.
+    pub fn extend(&mut self, pairs: impl IntoIterator<Item = (f64, u64)>) {
+        let (mut n, mut min, mut max, mut sum, mut sum_sq) = (self.n, self.min, self.max, self.sum, self.sum_sq);
+        let mut shift = self.shift;
+        for (value, weight) in pairs {
+            if weight == 0 || !value.is_finite() {
+                continue;
+            }
+            if n == 0 {
+                shift = value;
+            }
+            n += weight;
+            min = min.min(value);
+            max = max.max(value);
+            let d = value - shift;
+            sum += d * weight as f64;
+            sum_sq += d * d * weight as f64;
+            if value.abs() < MIN_MAGNITUDE {
+                self.zeros += weight;
+            } else if value > 0.0 {
+                let i = self.index(value);
+                self.pos.add(i, weight);
+            } else {
+                let i = self.index(-value);
+                self.neg.add(i, weight);
+            }
+        }
+        (self.n, self.min, self.max, self.sum, self.sum_sq, self.shift) = (n, min, max, sum, sum_sq, shift);
+    }
+
     /// Adds every sample of `other` (same relative error): the result is the sketch of the union.
     ///
     /// # Panics
@@ -255,6 +287,22 @@ impl Sketch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extend_is_add_one_by_one() {
+        let pairs = [(3.5, 1), (f64::NAN, 1), (0.0, 2), (-2.0, 3), (7.25, 0), (1e-13, 1), (1e6, 4), (3.5, 1)];
+        let (mut one, mut batch) = (Sketch::new(0.01), Sketch::new(0.01));
+        for &(v, w) in &pairs {
+            one.add(v, w);
+        }
+        batch.extend(pairs);
+        assert_eq!(one, batch);
+        // onto a sketch that already holds samples (its shift is kept)
+        one.add(10.0, 2);
+        batch.extend([(10.0, 2)]);
+        assert_eq!(one, batch);
+        assert_eq!(batch.count(), 14);
+    }
 
     fn exact_at_rank(sorted: &[f64], r: u64) -> f64 {
         sorted[r as usize]

@@ -145,10 +145,7 @@ impl Samples {
             let Some((v, w)) = pairs.next() else { return };
             self.push_weighted(v, w);
         }
-        let k = self.sketch.as_mut().expect("sketched");
-        for (v, w) in pairs {
-            k.add(v, w);
-        }
+        self.sketch.as_mut().expect("sketched").extend(pairs);
     }
 
     /// Total weight (the number of observations in the expanded vector).
