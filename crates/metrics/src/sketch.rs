@@ -139,32 +139,13 @@ impl Sketch {
     /// Adds `weight` observations of `value`; non-finite values and zero weights add nothing.
     #[inline]
     pub fn add(&mut self, value: f64, weight: u64) {
-        if weight == 0 || !value.is_finite() {
-            return;
-        }
-        if self.n == 0 {
-            self.shift = value;
-        }
-        self.n += weight;
-        self.min = self.min.min(value);
-        self.max = self.max.max(value);
-        let d = value - self.shift;
-        self.sum += d * weight as f64;
-        self.sum_sq += d * d * weight as f64;
-        if value.abs() < MIN_MAGNITUDE {
-            self.zeros += weight;
-        } else if value > 0.0 {
-            let i = self.index(value);
-            self.pos.add(i, weight);
-        } else {
-            let i = self.index(-value);
-            self.neg.add(i, weight);
-        }
+        self.extend(std::iter::once((value, weight)));
     }
 
     /// [`Sketch::add`] of each `(value, weight)` in turn, with the running statistics held in
-    /// registers for the whole batch (a stream's gaps go in as one call: several times cheaper
-    /// per sample than one call each). The same sketch as adding them one by one.
+    /// registers for the whole batch (a stream's gaps go in as one call, cheaper per sample than
+    /// one call each). The same sketch as adding them one by one.
+    #[inline]
     pub fn extend(&mut self, pairs: impl IntoIterator<Item = (f64, u64)>) {
         let (mut n, mut min, mut max, mut sum, mut sum_sq) = (self.n, self.min, self.max, self.sum, self.sum_sq);
         let mut shift = self.shift;
