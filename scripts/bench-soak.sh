@@ -92,6 +92,10 @@ try:
     print(f"records: {lines} in the JSONL log, {held} in the document; summary attempted {s['attempted']}, "
           f"completed {s['completed']}, failed {s['failed']}, {s['request_throughput']:.1f} req/s "
           f"-> {'complete' if ok else 'INCOMPLETE'}")
+    lag = s.get("runtime_lag_ms")
+    if lag:
+        print(f"runtime lag: {lag['n']} ticks, p50 {lag['p50']:.2f} ms, p99 {lag['p99']:.2f} ms, "
+              f"max {lag['max']:.2f} ms; verdict {s.get('verdict')}")
 except (OSError, ValueError, KeyError, IndexError) as e:
     print(f"records/summary: INCOMPLETE ({e})")
     print(open(os.path.join(out, "console.txt")).read()[-2000:])
