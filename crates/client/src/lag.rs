@@ -23,7 +23,7 @@ use goodput_metrics::Samples;
 pub const PERIOD: Duration = Duration::from_millis(10);
 
 /// Ticks kept exactly (10 minutes of probing); a longer run's lags are sketched from there on
-/// (percentiles within 1%), so that an hour-long soak's probe does not grow with it.
+/// (percentiles within 1/128, relative), so that an hour-long soak's probe does not grow with it.
 pub const EXACT_TICKS: usize = 60_000;
 
 /// A running probe (stops when dropped).

@@ -28,13 +28,8 @@ pub struct RuntimeLag {
 }
 
 impl RuntimeLag {
-    /// The statistics of the probe's lags (ms); `None` without any.
-    pub fn from_samples(lags_ms: &[f64], method: PercentileMethod) -> Option<Self> {
-        Self::of(&mut lags_ms.iter().copied().collect(), method)
-    }
-
-    /// [`RuntimeLag::from_samples`] of lags already gathered (possibly sketched: a long run's
-    /// probe keeps its ticks in bounded memory).
+    /// The statistics of the probe's lags (ms; possibly sketched: a long run's probe keeps its
+    /// ticks in bounded memory); `None` without any.
     pub fn of(lags_ms: &mut Samples, method: PercentileMethod) -> Option<Self> {
         let d = lags_ms.describe(method);
         Some(RuntimeLag { n: d.n, p50: d.p50?, p99: d.p99?, max: d.max? })
@@ -101,21 +96,40 @@ impl std::ops::Add for Bookkeeping {
 mod tests {
     use super::*;
 
+    fn from_samples(lags_ms: &[f64], method: PercentileMethod) -> Option<RuntimeLag> {
+        RuntimeLag::of(&mut lags_ms.iter().copied().collect(), method)
+    }
+
+    #[test]
+    fn sketched_lags_keep_their_count_and_bound() {
+        // what a probe past its exact ticks reports: the same statistics within the sketch's bound
+        let lags: Vec<f64> = (1..=1000).map(|k| k as f64 / 100.0).collect(); // 0.01 … 10 ms
+        let mut sketched = Samples::with_limit(10);
+        lags.iter().for_each(|&v| sketched.push(v));
+        let l = RuntimeLag::of(&mut sketched, PercentileMethod::Linear).unwrap();
+        let exact = from_samples(&lags, PercentileMethod::Linear).unwrap();
+        assert_eq!((l.n, l.max), (1000, 10.0));
+        for (got, want) in [(l.p50, exact.p50), (l.p99, exact.p99)] {
+            assert!((got - want).abs() <= want / 128.0 + 1e-12, "{got} vs {want}");
+        }
+        assert!(l.too_late() && exact.too_late());
+    }
+
     #[test]
     fn lag_statistics_and_the_limit() {
         // 100 wake-ups: 98 at 0.5 ms, one at 6 ms, one at 40 ms
         let mut lags = vec![0.5; 98];
         lags.extend([6.0, 40.0]);
-        let l = RuntimeLag::from_samples(&lags, PercentileMethod::Linear).unwrap();
+        let l = from_samples(&lags, PercentileMethod::Linear).unwrap();
         assert_eq!((l.n, l.p50, l.max), (100, 0.5, 40.0));
         // rank 0.99 · 99 = 98.01: 6 + 0.01 · (40 − 6)
         assert!((l.p99 - 6.34).abs() < 1e-9, "{}", l.p99);
         assert!(l.too_late());
-        let calm = RuntimeLag::from_samples(&[0.2, 0.9, 1.0], PercentileMethod::Linear).unwrap();
+        let calm = from_samples(&[0.2, 0.9, 1.0], PercentileMethod::Linear).unwrap();
         assert!(!calm.too_late());
         let both = calm.worst(l);
         assert_eq!((both.n, both.p50, both.p99, both.max), (103, 0.9, l.p99, 40.0));
-        assert_eq!(RuntimeLag::from_samples(&[], PercentileMethod::Linear), None);
+        assert_eq!(from_samples(&[], PercentileMethod::Linear), None);
     }
 
     #[test]

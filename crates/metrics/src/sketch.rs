@@ -283,6 +283,10 @@ mod tests {
         batch.extend([(10.0, 2)]);
         assert_eq!(one, batch);
         assert_eq!(batch.count(), 14);
+        // by hand: 3.5 + 2·0 − 3·2 + 1e−13 + 4·1e6 + 3.5 + 2·10 over 14; 2 zeros and 1e−13 as zero
+        let mean = (3.5 - 6.0 + 1e-13 + 4e6 + 3.5 + 20.0) / 14.0;
+        assert!((batch.mean().unwrap() - mean).abs() < 1e-6, "{:?}", batch.mean());
+        assert_eq!((batch.min(), batch.max(), batch.zeros), (Some(-2.0), Some(1e6), 3));
     }
 
     fn exact_at_rank(sorted: &[f64], r: u64) -> f64 {
