@@ -85,35 +85,138 @@ pub fn simulate_with(
 }
 
 /// The driver's state: the load machine and the records being built.
+///
+/// Token times are not written into each record as they happen (one scattered write per token
+/// into memory that grows with the requests in flight): each moment at which tokens arrived is
+/// logged once, and a request keeps only runs of consecutive log entries ([`Track`]). Its
+/// record's `event_ms`/`event_tokens` are filled from the log, in one sequential pass, when it
+/// finishes.
 struct Sim<'a> {
     cfg: &'a SimConfig,
     machine: LoadMachine,
     /// Records of requests from id `base` on; `None` once finished and handed to the sink.
     records: VecDeque<Option<RequestRecord>>,
+    /// Where each of those requests' tokens are in `log` (same positions as `records`).
+    tracks: VecDeque<Track>,
     base: u64,
+    /// The times (seconds) at which tokens arrived, from log entry `log_base` on: entries older
+    /// than every request in flight are dropped.
+    log: VecDeque<f64>,
+    log_base: u64,
     sink: &'a mut dyn FnMut(RequestRecord),
     emits: Vec<Emit>,
+}
+
+/// Where one request's tokens are in the driver's log: runs of consecutive entries, each entry
+/// of a run carrying the same number of tokens (a decoding sequence gets a token at every
+/// iteration, so a request is one run or a few).
+#[derive(Debug, Default)]
+struct Track {
+    /// The log's end when the request was sent: none of its tokens are before it.
+    since: u64,
+    /// The run being extended (`len == 0`: none yet).
+    last: Run,
+    /// Runs closed before it (allocated only when a request has more than one).
+    earlier: Vec<Run>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Run {
+    /// First log entry.
+    start: u64,
+    len: u32,
+    tokens: u32,
+}
+
+impl Track {
+    fn new(since: u64) -> Self {
+        Track { since, ..Default::default() }
+    }
+
+    /// Tokens `tokens` arrived at log entry `at`.
+    fn push(&mut self, at: u64, tokens: u32) {
+        let last = &mut self.last;
+        if last.len > 0 && last.start + last.len as u64 == at && last.tokens == tokens {
+            last.len += 1;
+            return;
+        }
+        if last.len > 0 {
+            self.earlier.push(*last);
+        }
+        *last = Run { start: at, len: 1, tokens };
+    }
+
+    fn runs(&self) -> impl Iterator<Item = &Run> {
+        self.earlier.iter().chain((self.last.len > 0).then_some(&self.last))
+    }
+
+    fn tokens(&self) -> u64 {
+        self.runs().map(|r| r.len as u64 * r.tokens as u64).sum()
+    }
+
+    /// Appends its events to `r` (`log` holds entries from `log_base` on).
+    fn fill(&self, r: &mut RequestRecord, log: &VecDeque<f64>, log_base: u64) {
+        let n: usize = self.runs().map(|r| r.len as usize).sum();
+        r.event_ms.reserve_exact(n);
+        r.event_tokens.reserve_exact(n);
+        for run in self.runs() {
+            let from = (run.start - log_base) as usize;
+            r.event_ms.extend(log.range(from..from + run.len as usize).map(|&t| t * 1e3));
+            r.event_tokens.extend(std::iter::repeat_n(run.tokens, run.len as usize));
+        }
+    }
 }
 
 impl<'a> Sim<'a> {
     fn new(cfg: &'a SimConfig, workload: Workload, sink: &'a mut dyn FnMut(RequestRecord)) -> Self {
         let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
         let machine = LoadMachine::sharded(&cfg.load, bounds, cfg.seed, Box::new(workload), false, cfg.shard);
-        Sim { cfg, machine, records: VecDeque::new(), base: 0, sink, emits: Vec::new() }
+        Sim {
+            cfg,
+            machine,
+            records: VecDeque::new(),
+            tracks: VecDeque::new(),
+            base: 0,
+            log: VecDeque::new(),
+            log_base: 0,
+            sink,
+            emits: Vec::new(),
+        }
     }
 
-    fn record(&mut self, id: u64) -> &mut RequestRecord {
-        self.records[(id - self.base) as usize].as_mut().expect("a request in flight has its record")
+    /// The record of request `id`, with its events filled in from the log, out of the window
+    /// (`None` if it was handed over already).
+    fn take(&mut self, id: u64) -> Option<RequestRecord> {
+        let i = (id - self.base) as usize;
+        let mut r = self.records[i].take()?;
+        let track = std::mem::take(&mut self.tracks[i]);
+        track.fill(&mut r, &self.log, self.log_base);
+        Some(r)
     }
 
-    /// Hands request `id`'s record to the sink and drops finished records from the front.
+    /// Hands request `id`'s record to the sink and drops finished records from the front (and
+    /// log entries older than every request still in flight).
     fn finish(&mut self, id: u64) {
-        let r = self.records[(id - self.base) as usize].take().expect("finished once");
+        let r = self.take(id).expect("finished once");
         (self.sink)(r);
         while self.records.front().is_some_and(|r| r.is_none()) {
             self.records.pop_front();
+            self.tracks.pop_front();
             self.base += 1;
         }
+        let keep_from = self.tracks.front().map_or(self.log_base + self.log.len() as u64, |t| t.since);
+        let drop = keep_from.saturating_sub(self.log_base).min(self.log.len() as u64) as usize;
+        self.log.drain(..drop);
+        self.log_base += drop as u64;
+    }
+
+    /// Hands every record still held to the sink (in id order), with the events it has so far.
+    fn flush(&mut self) -> Vec<RequestRecord> {
+        let ids = self.base..self.base + self.records.len() as u64;
+        let out = ids.filter_map(|id| self.take(id)).collect();
+        self.records.clear();
+        self.tracks.clear();
+        out
     }
 
     fn run(mut self, engine: &mut dyn ServingEngine) -> SimEnd {
@@ -123,6 +226,9 @@ impl<'a> Sim<'a> {
             // iteration (a request due now joins it)
             self.emits.clear();
             engine.complete(t, &mut self.emits);
+            if !self.emits.is_empty() {
+                self.log.push_back(t);
+            }
             for i in 0..self.emits.len() {
                 let e = self.emits[i];
                 self.deliver(e, t);
@@ -133,7 +239,7 @@ impl<'a> Sim<'a> {
                     Next::Wait(at) => break Some(at),
                     Next::Idle => break None,
                     Next::Done(stop) => {
-                        for r in std::mem::take(&mut self.records).into_iter().flatten() {
+                        for r in self.flush() {
                             (self.sink)(r);
                         }
                         return SimEnd { stats: engine.stats(), end_s: t, stop };
@@ -156,7 +262,7 @@ impl<'a> Sim<'a> {
 
     /// Ends, as failed, requests the engine left unfinished although nothing more would happen.
     fn fail_unfinished(&mut self, t: f64) {
-        for mut r in std::mem::take(&mut self.records).into_iter().flatten() {
+        for mut r in self.flush() {
             r.end_ms = Some(t * 1e3);
             r.error = Some(RequestError {
                 class: ErrorClass::StreamEndedEarly,
@@ -168,12 +274,14 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Tokens of request `e.seq` arrived at `t` (the log's last entry).
     fn deliver(&mut self, e: Emit, t: f64) {
-        let r = self.record(e.seq);
-        r.event_ms.push(t * 1e3);
-        r.event_tokens.push(e.tokens);
+        let at = self.log_base + self.log.len() as u64 - 1;
+        let i = (e.seq - self.base) as usize;
+        self.tracks[i].push(at, e.tokens);
         if e.finished {
-            let n: u64 = r.event_tokens.iter().map(|&k| k as u64).sum();
+            let n = self.tracks[i].tokens();
+            let r = self.records[i].as_mut().expect("a request in flight has its record");
             r.end_ms = Some(t * 1e3);
             r.output_tokens = Some(n);
             r.output_tokens_source = Some(TokenSource::Server);
@@ -204,13 +312,9 @@ impl<'a> Sim<'a> {
             block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
             kv_ready: false,
         };
+        self.tracks.push_back(Track::new(self.log_base + self.log.len() as u64));
         match engine.submit(r.id, req, sent) {
-            Ok(()) => {
-                // one event per token (a step may carry several; this is the most it needs)
-                rec.event_ms.reserve_exact(output as usize);
-                rec.event_tokens.reserve_exact(output as usize);
-                self.records.push_back(Some(rec))
-            }
+            Ok(()) => self.records.push_back(Some(rec)),
             Err(reject) => {
                 rec.end_ms = rec.sent_ms;
                 rec.output_tokens = Some(0);
