@@ -15,20 +15,34 @@ use crate::fasthash::{FastMap, fast_map};
 use crate::kv::{BlockTable, KvManager};
 
 /// One sequence in the engine.
+///
+/// Laid out for the per-iteration walk over the running sequences: what every iteration reads
+/// or writes comes first and fills one cache line (the alignment keeps it to one), the rest
+/// follows. A few hundred running sequences then stay in the first-level cache.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Seq {
     pub id: SeqId,
     pub prompt: u64,
-    /// Tokens to generate before it stops.
-    pub target: u32,
-    pub generated: u32,
     /// Tokens whose KV is in the cache.
     pub computed: u64,
     pub table: BlockTable,
+    /// Tokens to generate before it stops.
+    pub target: u32,
+    pub generated: u32,
+    /// It has generated all its tokens but stays in its static batch as padding.
+    pub done: bool,
+    /// Its client went away ([`Core::abort`]): its blocks are freed, and it leaves its queue when
+    /// the engine next looks there.
+    pub aborted: bool,
+    /// Which queue holds it.
+    pub place: Place,
+    /// Full blocks of computed tokens already offered to the prefix cache (those with a hash are
+    /// registered).
+    pub registered: u32,
+    // -- the second cache line: read at admission and when a block fills --
     /// Hashes of the sequence's full blocks (prompt, then output), for the prefix cache.
     pub hashes: Vec<u64>,
-    /// Leading blocks already registered in the prefix cache.
-    pub registered: usize,
     /// Leading blocks known to be cached (every one before this index): registering again
     /// starts here ([`KvManager::register_from`]).
     pub cached_upto: usize,
@@ -36,16 +50,12 @@ pub struct Seq {
     pub reserve: u64,
     /// When it became schedulable, seconds.
     pub arrived: f64,
-    /// It has generated all its tokens but stays in its static batch as padding.
-    pub done: bool,
     /// Its own random stream (how many drafted tokens are accepted), from the request's seed.
     pub rng: Option<Box<rand_chacha::ChaCha8Rng>>,
-    /// Which queue holds it.
-    pub place: Place,
-    /// Its client went away ([`Core::abort`]): its blocks are freed, and it leaves its queue when
-    /// the engine next looks there.
-    pub aborted: bool,
 }
+
+// the per-iteration fields fit the first cache line
+const _: () = assert!(std::mem::offset_of!(Seq, registered) + 4 <= 64);
 
 /// Which queue holds a sequence.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -270,9 +280,10 @@ impl Core {
     pub fn register_computed_blocks(&mut self, slot: usize) {
         let bs = self.kv.block_size() as u64;
         let seq = self.slots[slot].as_mut().expect("live slot");
-        let full = ((seq.computed / bs) as usize).min(seq.hashes.len());
+        let full = (seq.computed / bs) as u32;
         if full > seq.registered {
-            seq.cached_upto = self.kv.register_from(&seq.table, &seq.hashes[..full], seq.cached_upto);
+            let n = (full as usize).min(seq.hashes.len());
+            seq.cached_upto = self.kv.register_from(&seq.table, &seq.hashes[..n], seq.cached_upto);
             seq.registered = full;
         }
     }
@@ -360,7 +371,7 @@ impl Core {
         let hit = self.kv.lookup(&seq.hashes[..n]);
         self.kv.attach(&mut seq.table, &seq.hashes[..hit]);
         seq.computed = hit as u64 * bs;
-        seq.registered = hit;
+        seq.registered = hit as u32;
         seq.cached_upto = hit;
     }
 
