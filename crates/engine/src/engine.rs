@@ -409,6 +409,9 @@ impl Engine {
         let (caching, keep, mut finished) = (core.kv.prefix_caching(), self.policy.keeps_finished(), false);
         let acceptance = self.cfg.speculative.as_ref().map_or(0.0, |s| s.acceptance);
         let mut draft = BatchShape::default();
+        // KV tokens of the batch's sequences that stay (the running list's total when the batch
+        // is all of it, as it mostly is: no second pass over it then)
+        let (mut stored, mut stay) = (0u64, 0usize);
         for i in 0..core.batch.len() {
             let (slot, tokens, drafted) = core.batch[i];
             let seq = core.seq_mut(slot);
@@ -428,6 +431,7 @@ impl Engine {
             seq.computed += tokens + accepted as u64;
             if seq.computed < seq.known() {
                 // a prefill chunk that did not reach the end of the prompt
+                (stored, stay) = (stored + seq.computed, stay + 1);
                 if caching {
                     core.register_computed_blocks(slot);
                 }
@@ -447,11 +451,17 @@ impl Engine {
             } else if done {
                 finished = true;
                 core.remove(slot);
+                continue;
             }
+            (stored, stay) = (stored + core.seq(slot).computed, stay + 1);
         }
         if finished {
             core.drop_removed_from_running();
         }
+        if stay != core.running.len() {
+            stored = core.stored_tokens();
+        }
+        debug_assert_eq!(stored, core.stored_tokens());
         let mut time = self.cost.time(&shape);
         if let (Some(d), true) = (&self.draft, draft.decode_seqs > 0) {
             // the draft model runs once per drafted token, over every speculating sequence
@@ -475,11 +485,12 @@ impl Engine {
             batch_tokens: shape.tokens(),
             emitted,
         };
-        self.record(now, &time, kind, &shape);
+        self.record(now, &time, kind, &shape, stored);
         self.step = Some(out);
     }
 
-    fn record(&mut self, now_s: f64, t: &StepTime, kind: StepKind, shape: &BatchShape) {
+    /// Adds an iteration to the statistics; `stored`: KV tokens the running sequences hold.
+    fn record(&mut self, now_s: f64, t: &StepTime, kind: StepKind, shape: &BatchShape, stored: u64) {
         let core = &self.core;
         let st = &mut self.stats;
         st.steps += 1;
@@ -502,7 +513,7 @@ impl Engine {
         let used = core.kv.used() as f64;
         let util = used / core.kv.capacity().max(1) as f64;
         let slots = used * self.cfg.block_size as f64;
-        let stored = (core.stored_tokens() as f64).min(slots);
+        let stored = (stored as f64).min(slots);
         let frag = if slots > 0.0 { (slots - stored) / slots } else { 0.0 };
         let used_share = if slots > 0.0 { stored / slots } else { 0.0 };
         st.sums[0] += d * running;
