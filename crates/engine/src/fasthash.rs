@@ -1,5 +1,6 @@
-//! A fast, deterministic hasher for the engine's integer-keyed maps (sequence ids, block content
-//! hashes): one multiply per key (the Fx hash of rustc), instead of SipHash's many rounds.
+//! A fast, deterministic hasher for the engine's integer-keyed maps (sequence ids; the prefix
+//! cache has its own index, [`crate::kv::HashIndex`]): one multiply per key (the Fx hash of
+//! rustc), instead of SipHash's many rounds.
 //!
 //! Nothing here resists adversarial keys, and nothing needs to: the keys are the engine's own
 //! (ids its driver assigns, content hashes it computed), and no map is ever iterated, so the

@@ -11,11 +11,8 @@
 //!   computing them again (vLLM's automatic prefix caching).
 //!
 //! Block hashes are chained, each over its parent's hash and its own content, so a hash stands
-//! for the whole prefix up to the end of its block ([`block_hashes`]).
-
-use std::collections::hash_map::Entry;
-
-use crate::fasthash::FastMap;
+//! for the whole prefix up to the end of its block ([`block_hashes`]). The cache finds a block by
+//! its hash in a [`HashIndex`].
 
 /// A block's index in the pool.
 pub type BlockId = u32;
@@ -170,12 +167,119 @@ fn mix(parts: &[u64]) -> u64 {
     h
 }
 
-/// No block in the evictable list.
+/// No block (an empty list link, an empty index slot).
 const NIL: u32 = u32::MAX;
 
-/// Stale prefix-cache entries allowed beyond half the blocks before a sweep (so that a small
-/// cache does not sweep at every eviction).
-const SWEEP_SLACK: usize = 1024;
+/// The prefix cache's index: block content hash → the block holding it, at most one block per
+/// hash. An open-addressing table with linear probing, in one array of (hash, block) pairs, so
+/// that a lookup or an insertion is one cache miss in a large cache and not two (a general hash
+/// map keeps its control bytes apart from its entries); removal shifts the entries after it back
+/// (no tombstones), so an evicted block's entry goes at once and the table never needs sweeping.
+/// Its load stays at most one half: the table has twice as many slots as the pool has blocks, and
+/// a block holds at most one entry.
+#[derive(Debug, Clone)]
+pub struct HashIndex {
+    slots: Vec<(u64, BlockId)>,
+    shift: u32,
+    len: usize,
+}
+
+impl HashIndex {
+    /// An index for at most `max` entries.
+    pub fn new(max: usize) -> Self {
+        let n = (2 * max).next_power_of_two().max(2);
+        HashIndex { slots: vec![(0, NIL); n], shift: 64 - n.trailing_zeros(), len: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where probing for `h` starts (Fibonacci hashing: the high bits of one multiply).
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// The slot holding `h`, or the empty slot where probing for it ended.
+    #[inline]
+    fn find(&self, h: u64) -> Result<usize, usize> {
+        let mut i = self.home(h);
+        loop {
+            let (k, b) = self.slots[i];
+            if b == NIL {
+                return Err(i);
+            }
+            if k == h {
+                return Ok(i);
+            }
+            i = (i + 1) & self.mask();
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, h: u64) -> Option<BlockId> {
+        self.find(h).ok().map(|i| self.slots[i].1)
+    }
+
+    /// Maps `h` to `b` unless `h` is present; returns the block it maps to afterwards.
+    #[inline]
+    pub fn insert_new(&mut self, h: u64, b: BlockId) -> BlockId {
+        debug_assert_ne!(b, NIL);
+        match self.find(h) {
+            Ok(i) => self.slots[i].1,
+            Err(i) => {
+                assert!(2 * (self.len + 1) <= self.slots.len(), "more entries than the index was sized for");
+                self.slots[i] = (h, b);
+                self.len += 1;
+                b
+            }
+        }
+    }
+
+    /// Removes `h`'s entry, if any (backward-shift deletion: each entry after it in its probe run
+    /// moves back into the hole if its home allows).
+    pub fn remove(&mut self, h: u64) {
+        let Ok(mut hole) = self.find(h) else { return };
+        let mask = self.mask();
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let (k, b) = self.slots[j];
+            if b == NIL {
+                break;
+            }
+            // the entry at j may fill the hole if the hole lies on its probe path (home..=j)
+            if (j.wrapping_sub(self.home(k)) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = (k, b);
+                hole = j;
+            }
+        }
+        self.slots[hole] = (0, NIL);
+        self.len -= 1;
+    }
+}
+
+/// What the prefix cache keeps per block, in one place (one cache line holds a block's whole
+/// record): the hash it is cached under, and its links in the evictable list.
+#[derive(Debug, Clone, Copy)]
+struct BlockMeta {
+    hash: u64,
+    cached: bool,
+    prev: u32,
+    next: u32,
+}
+
+const NO_META: BlockMeta = BlockMeta { hash: 0, cached: false, prev: NIL, next: NIL };
 
 /// Prefix-cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -194,16 +298,11 @@ pub struct KvManager {
     pool: BlockPool,
     block_size: u32,
     caching: bool,
-    /// hash → the cached block holding it; also stale entries of blocks evicted since (an entry
-    /// counts only while `hash_of` of its block still names its hash: see [`KvManager::cached`]).
-    /// Eviction leaves its entry behind, as removing it is a cache miss in a large table; the
-    /// stale entries are swept out in one pass once they are as many as half the blocks.
-    by_hash: FastMap<u64, BlockId>,
-    /// block → the hash it is cached under.
-    hash_of: Vec<Option<u64>>,
+    /// hash → the cached block holding it.
+    index: HashIndex,
+    /// Per block: its hash when cached, and its links in the evictable list.
+    meta: Vec<BlockMeta>,
     /// Cached blocks nobody references, least recently used at the head (an intrusive list).
-    prev: Vec<u32>,
-    next: Vec<u32>,
     head: u32,
     tail: u32,
     evictable: u32,
@@ -217,11 +316,8 @@ impl KvManager {
             pool: BlockPool::new(blocks),
             block_size,
             caching: prefix_caching,
-            // room for the live entries and the stale ones the sweep allows
-            by_hash: FastMap::with_capacity_and_hasher(n + n / 2 + SWEEP_SLACK, Default::default()),
-            hash_of: vec![None; n],
-            prev: vec![NIL; n],
-            next: vec![NIL; n],
+            index: HashIndex::new(n),
+            meta: vec![NO_META; n],
             head: NIL,
             tail: NIL,
             evictable: 0,
@@ -257,29 +353,29 @@ impl KvManager {
     }
 
     fn unlink(&mut self, b: BlockId) {
-        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        let BlockMeta { prev: p, next: n, .. } = self.meta[b as usize];
         if p == NIL {
             self.head = n
         } else {
-            self.next[p as usize] = n
+            self.meta[p as usize].next = n
         }
         if n == NIL {
             self.tail = p
         } else {
-            self.prev[n as usize] = p
+            self.meta[n as usize].prev = p
         }
-        self.prev[b as usize] = NIL;
-        self.next[b as usize] = NIL;
+        let m = &mut self.meta[b as usize];
+        (m.prev, m.next) = (NIL, NIL);
         self.evictable -= 1;
     }
 
     fn push_lru(&mut self, b: BlockId) {
-        self.prev[b as usize] = self.tail;
-        self.next[b as usize] = NIL;
+        let m = &mut self.meta[b as usize];
+        (m.prev, m.next) = (self.tail, NIL);
         if self.tail == NIL {
             self.head = b
         } else {
-            self.next[self.tail as usize] = b
+            self.meta[self.tail as usize].next = b
         }
         self.tail = b;
         self.evictable += 1;
@@ -296,10 +392,10 @@ impl KvManager {
             return None;
         }
         self.unlink(b);
-        if self.hash_of[b as usize].take().is_some() && self.by_hash.len() >= self.sweep_at() {
-            // its entry in `by_hash` goes stale; sweep them all once there are many
-            let hash_of = &self.hash_of;
-            self.by_hash.retain(|h, b| hash_of[*b as usize] == Some(*h));
+        let m = &mut self.meta[b as usize];
+        if std::mem::take(&mut m.cached) {
+            let h = m.hash;
+            self.index.remove(h);
         }
         self.counters.evicted_blocks += 1;
         self.pool.share(b); // 0 → 1: the caller's reference
@@ -337,7 +433,7 @@ impl KvManager {
             if !self.caching {
                 self.pool.release(b);
             } else if self.pool.release_keep(b) {
-                if self.hash_of[b as usize].is_some() {
+                if self.meta[b as usize].cached {
                     self.push_lru(b);
                 } else {
                     self.pool.free_kept(b);
@@ -346,16 +442,10 @@ impl KvManager {
         }
     }
 
-    /// The cached block holding `h`, if any (an entry of `by_hash` whose block was evicted since
-    /// does not count).
+    /// The cached block holding `h`, if any.
     #[inline]
     fn cached(&self, h: u64) -> Option<BlockId> {
-        self.by_hash.get(&h).copied().filter(|&b| self.hash_of[b as usize] == Some(h))
-    }
-
-    /// Entries in `by_hash` (live and stale) at which an eviction sweeps the stale ones out.
-    fn sweep_at(&self) -> usize {
-        self.hash_of.len() + self.hash_of.len() / 2 + SWEEP_SLACK
+        self.index.get(h)
     }
 
     /// How many of `hashes`' leading blocks are cached (0 with caching off). Counts the query.
@@ -416,21 +506,12 @@ impl KvManager {
         let n = hashes.len().min(table.blocks.len());
         let start = from.min(n);
         for (i, (&b, &h)) in (start..n).zip(table.blocks[start..n].iter().zip(&hashes[start..n])) {
-            if self.hash_of[b as usize].is_none() {
-                match self.by_hash.entry(h) {
-                    Entry::Occupied(mut o) => {
-                        let c = *o.get();
-                        if self.hash_of[c as usize] == Some(h) {
-                            next.get_or_insert(i); // cached in another block
-                        } else {
-                            o.insert(b); // a stale entry
-                            self.hash_of[b as usize] = Some(h);
-                        }
-                    }
-                    Entry::Vacant(v) => {
-                        v.insert(b);
-                        self.hash_of[b as usize] = Some(h);
-                    }
+            if !self.meta[b as usize].cached {
+                if self.index.insert_new(h, b) == b {
+                    let m = &mut self.meta[b as usize];
+                    (m.hash, m.cached) = (h, true);
+                } else {
+                    next.get_or_insert(i); // cached in another block
                 }
             }
         }
@@ -542,6 +623,33 @@ mod tests {
         assert_eq!((kv.available(), kv.evictable(), kv.lookup(&h)), (2, 0, 0));
     }
 
+    #[test]
+    fn hash_index_probes_and_shifts_back() {
+        // a table of 8 slots (for up to 4 entries); three keys with the same home and one with
+        // the next home: they sit in one probe run
+        let mut ix = HashIndex::new(4);
+        assert_eq!(ix.slots.len(), 8);
+        let home = ix.home(1);
+        let same: Vec<u64> = (2..).filter(|&k| ix.home(k) == home).take(2).collect();
+        let next = (2..).find(|&k| ix.home(k) == (home + 1) % 8).unwrap();
+        let keys = [1, same[0], same[1]];
+        for (b, &k) in keys.iter().enumerate() {
+            assert_eq!(ix.insert_new(k, b as u32), b as u32);
+        }
+        assert_eq!(ix.insert_new(next, 9), 9); // its home is taken: it lands after the run
+        assert_eq!(ix.insert_new(same[0], 7), 1, "present: the block it already maps to");
+        assert_eq!((ix.len(), ix.get(next), ix.get(same[1])), (4, Some(9), Some(2)));
+        // removing the run's head shifts the two keys of its home back, and `next` behind them
+        ix.remove(1);
+        assert_eq!(ix.slots[home], (same[0], 1));
+        assert_eq!(ix.slots[(home + 1) % 8], (same[1], 2));
+        assert_eq!(ix.slots[(home + 2) % 8], (next, 9));
+        assert_eq!(ix.slots[(home + 3) % 8].1, NIL);
+        assert_eq!((ix.get(1), ix.get(next), ix.len()), (None, Some(9), 3));
+        ix.remove(1); // absent: nothing happens
+        assert_eq!(ix.len(), 3);
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Grow(usize, u64),
@@ -593,6 +701,30 @@ mod tests {
             }
             for (_, mut tb) in tables.drain() { tb.release_all(&mut pool); }
             prop_assert_eq!(pool.free_count(), cap);
+        }
+
+        /// The index answers as a map would, through insertions and removals that collide often
+        /// (few distinct keys, a small table).
+        #[test]
+        fn hash_index_is_a_map(ops in proptest::collection::vec((any::<bool>(), 0u64..40, 0u32..1000), 1..400)) {
+            let mut ix = HashIndex::new(20);
+            let mut model: HashMap<u64, BlockId> = HashMap::new();
+            for (insert, k, b) in ops {
+                // spread the keys over the whole range, as content hashes are
+                let k = k.wrapping_mul(0x2545_F491_4F6C_DD1D);
+                if insert && model.len() < 20 {
+                    let want = *model.entry(k).or_insert(b);
+                    prop_assert_eq!(ix.insert_new(k, b), want);
+                } else {
+                    model.remove(&k);
+                    ix.remove(k);
+                }
+                prop_assert_eq!(ix.len(), model.len());
+                for j in 0u64..40 {
+                    let j = j.wrapping_mul(0x2545_F491_4F6C_DD1D);
+                    prop_assert_eq!(ix.get(j), model.get(&j).copied());
+                }
+            }
         }
 
         /// With prefix caching, sequences sharing prefixes: used + available = capacity, a block
