@@ -277,15 +277,25 @@ impl Core {
     }
 
     /// Registers in the prefix cache the blocks of `slot` that its computed tokens now fill.
+    #[inline]
     pub fn register_computed_blocks(&mut self, slot: usize) {
+        // the common case (every iteration of every sequence): no block filled since the last
+        // call, found without a division
+        let bs = self.kv.block_size() as u64;
+        let seq = self.seq(slot);
+        if seq.computed >= (seq.registered as u64 + 1) * bs {
+            self.register_filled_blocks(slot);
+        }
+    }
+
+    #[inline(never)]
+    fn register_filled_blocks(&mut self, slot: usize) {
         let bs = self.kv.block_size() as u64;
         let seq = self.slots[slot].as_mut().expect("live slot");
         let full = (seq.computed / bs) as u32;
-        if full > seq.registered {
-            let n = (full as usize).min(seq.hashes.len());
-            seq.cached_upto = self.kv.register_from(&seq.table, &seq.hashes[..n], seq.cached_upto);
-            seq.registered = full;
-        }
+        let n = (full as usize).min(seq.hashes.len());
+        seq.cached_upto = self.kv.register_from(&seq.table, &seq.hashes[..n], seq.cached_upto);
+        seq.registered = full;
     }
 
     /// Whether every running sequence is padding (a static batch has finished).

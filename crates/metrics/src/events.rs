@@ -14,6 +14,7 @@
 use std::cell::Cell;
 
 use serde::de::Error as _;
+use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 thread_local! {
@@ -37,22 +38,33 @@ fn step(prev: f64, k: i64) -> f64 {
     prev + k as f64 / 1000.0
 }
 
-/// Encodes times as `(start, deltas in µs)`; see the module doc.
-pub fn encode_times(times: &[f64]) -> Option<(f64, Vec<i64>)> {
-    let (&start, rest) = times.split_first()?;
+/// The deltas of `rest` after `start`, in whole µs, each from the previous *decoded* time.
+fn deltas(start: f64, rest: &[f64]) -> impl Iterator<Item = i64> + '_ {
     let mut prev = start;
-    let d = rest
-        .iter()
-        .map(|&t| {
-            let k = ((t - prev) * 1000.0).round() as i64;
-            prev = step(prev, k);
-            k
-        })
-        .collect();
-    Some((start, d))
+    rest.iter().map(move |&t| {
+        let k = ((t - prev) * 1000.0).round() as i64;
+        prev = step(prev, k);
+        k
+    })
 }
 
-/// Decodes [`encode_times`].
+/// The JSON array of the deltas of `rest` after `start`, written as text in one pass (a large document has
+/// hundreds of millions of them: no vector of deltas, no serializer call per number).
+fn deltas_json(start: f64, rest: &[f64]) -> String {
+    let mut out = String::with_capacity(2 + rest.len() * 6);
+    let mut digits = itoa::Buffer::new();
+    out.push('[');
+    for (i, k) in deltas(start, rest).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(digits.format(k));
+    }
+    out.push(']');
+    out
+}
+
+/// Decodes the deltas written by [`serialize_times`] (see the module doc).
 pub fn decode_times(start: f64, d_us: &[i64]) -> Vec<f64> {
     let mut out = Vec::with_capacity(d_us.len() + 1);
     let mut prev = start;
@@ -93,10 +105,21 @@ enum Tokens {
 /// Largest run a document may claim (a reply of more tokens than any model produces is corrupt).
 const MAX_RUN: u64 = 1 << 32;
 
+/// [`Times::Deltas`] as written: the deltas as JSON text (the compact form is used only for JSON
+/// documents, see [`compact_events`]).
+#[derive(Serialize)]
+struct DeltasOut {
+    start: f64,
+    d_us: Box<serde_json::value::RawValue>,
+}
+
 pub fn serialize_times<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
-    match (compact() && v.len() > 1).then(|| encode_times(v)).flatten() {
-        Some((start, d_us)) => Times::Deltas { start, d_us }.serialize(s),
-        None => v.serialize(s),
+    match v.split_first() {
+        Some((&start, rest)) if compact() && !rest.is_empty() => {
+            let d_us = serde_json::value::RawValue::from_string(deltas_json(start, rest)).map_err(S::Error::custom)?;
+            DeltasOut { start, d_us }.serialize(s)
+        }
+        _ => v.serialize(s),
     }
 }
 
@@ -144,9 +167,12 @@ mod tests {
     #[test]
     fn times_by_hand() {
         // 10, 10.0004, 10.0016, 12: deltas 0.4 µs → 0, 1.6 µs → 2 (from 10.0, not 10.0004), 1998.4 → 1998
-        let (start, d) = encode_times(&[10.0, 10.0004, 10.0016, 12.0]).unwrap();
-        assert_eq!((start, d.as_slice()), (10.0, &[0i64, 2, 1998][..]));
-        let back = decode_times(start, &d);
+        let rest = [10.0004, 10.0016, 12.0];
+        let d: Vec<i64> = deltas(10.0, &rest).collect();
+        assert_eq!(d, [0, 2, 1998]);
+        assert_eq!(deltas_json(10.0, &rest), "[0,2,1998]");
+        assert_eq!(deltas_json(10.0, &[9.5]), "[-500]");
+        let back = decode_times(10.0, &d);
         assert_eq!(back[0], 10.0);
         for (a, b) in back.iter().zip([10.0, 10.0004, 10.0016, 12.0]) {
             assert!((a - b).abs() <= 0.0005 + 1e-12, "{a} vs {b}");
@@ -178,6 +204,9 @@ mod tests {
         for (a, b) in back.event_ms.iter().zip(&r.event_ms) {
             assert!((a - b).abs() <= 0.0005 + 1e-9, "{a} vs {b}");
         }
+        // the document's text: the deltas as written by hand
+        let text = compact_events(|| serde_json::to_string(&r).unwrap());
+        assert!(text.contains(r#""event_ms":{"start":49.666320710691224,"d_us":[7664,7665,0,15005]}"#), "{text}");
         // compact twice: the same text (decoding then encoding is stable)
         let again = compact_events(|| serde_json::to_value(&back).unwrap());
         assert_eq!(again["event_ms"], compact_events(|| serde_json::to_value(&r).unwrap())["event_ms"]);
