@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Batching, EngineConfig, KvAlloc, MemoryPlan, Prealloc, SpecMethod, Speculative};
 use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
 use crate::kv::{CacheCounters, KvManager};
-use crate::sched::{ContinuousBatching, Core, Limits, Place, Policy, Seq, StaticBatching};
+use crate::sched::{ContinuousBatching, Core, Limits, PREFETCH_AHEAD, Place, Policy, Seq, StaticBatching};
 use crate::{EngineError, Reject, SeqId, ServingEngine};
 
 /// What to run.
@@ -413,6 +413,7 @@ impl Engine {
         // is all of it, as it mostly is: no second pass over it then)
         let (mut stored, mut stay) = (0u64, 0usize);
         for i in 0..core.batch.len() {
+            core.prefetch(core.batch.get(i + PREFETCH_AHEAD).map(|b| b.0));
             let (slot, tokens, drafted) = core.batch[i];
             let seq = core.seq_mut(slot);
             let was_decode = seq.decoding();
