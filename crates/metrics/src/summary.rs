@@ -455,7 +455,12 @@ pub(crate) struct Dists {
     ttft_sched: Samples,
     tpot: Samples,
     itl: Samples,
+    /// Per-chunk gaps; only once `chunks_apart` (until then they are the per-token ones).
     chunk_itl: Samples,
+    /// Some record had an event of other than one token. Until one has, every per-chunk gap is
+    /// a per-token gap of weight one (`itl_samples` and `chunk_gaps` agree), so `itl` stands for
+    /// both and `chunk_itl` is not fed (half the work per token, as a simulated run has it).
+    chunks_apart: bool,
     itl_max: Samples,
     e2e: Samples,
     e2e_sched: Samples,
@@ -477,6 +482,7 @@ impl Dists {
             tpot: mk(),
             itl: mk(),
             chunk_itl: mk(),
+            chunks_apart: false,
             itl_max: mk(),
             e2e: mk(),
             e2e_sched: mk(),
@@ -523,8 +529,14 @@ impl Dists {
         push(&mut self.e2e_sched, lat.e2e_sched);
         push(&mut self.stream_close, lat.stream_close);
         push(&mut self.normalized, lat.normalized);
+        if !self.chunks_apart && !r.event_tokens.iter().take(r.event_ms.len()).all(|&m| m == 1) {
+            self.chunk_itl = self.itl.clone();
+            self.chunks_apart = true;
+        }
         self.itl.extend_weighted(itl_samples(r));
-        self.chunk_itl.extend_weighted(chunk_gaps(r).map(|g| (g, 1)));
+        if self.chunks_apart {
+            self.chunk_itl.extend_weighted(chunk_gaps(r).map(|g| (g, 1)));
+        }
         check_counts(&mut s.token_counts, r);
         s.counts_skipped += u64::from(r.counts_skipped);
     }
@@ -535,7 +547,7 @@ impl Dists {
         s.ttft_sched_ms = self.ttft_sched.describe(m);
         s.tpot_ms = self.tpot.describe(m);
         s.itl_ms = self.itl.describe(m);
-        s.chunk_itl_ms = self.chunk_itl.describe(m);
+        s.chunk_itl_ms = if self.chunks_apart { self.chunk_itl.describe(m) } else { s.itl_ms.clone() };
         s.itl_max_ms = self.itl_max.describe(m);
         s.e2e_ms = self.e2e.describe(m);
         s.e2e_sched_ms = self.e2e_sched.describe(m);
@@ -1042,6 +1054,28 @@ mod tests {
              ∞); run ≥ 670 requests to bound p99 (10/(1 − p) samples)"
         );
         assert_eq!(s.verdict, ClientVerdict::Ok);
+    }
+
+    #[test]
+    fn chunk_itl_parts_from_token_itl_at_the_first_multi_token_event() {
+        // two one-token streams (per-chunk gaps = per-token gaps), then one whose second event
+        // carries 3 tokens: per token 10, 10 | 30 | 20/3 ×3, 5; per chunk 10, 10 | 30 | 20, 5
+        let a = ok(0, 0.0, 0.0, &[10.0, 20.0, 30.0], 1);
+        let b = ok(1, 0.0, 0.0, &[40.0, 70.0], 1);
+        let mut c = ok(2, 0.0, 0.0, &[100.0, 120.0, 125.0], 1);
+        c.event_tokens = vec![1, 3, 1];
+        c.output_tokens = Some(5);
+        for order in [[&a, &b, &c], [&c, &a, &b]] {
+            let s = summarize(&order.map(|r| r.clone()), &SummaryOptions::new());
+            assert_eq!((s.chunk_itl_ms.n, s.chunk_itl_ms.max, s.chunk_itl_ms.min), (5, Some(30.0), Some(5.0)));
+            assert_eq!(s.chunk_itl_ms.mean, Some(75.0 / 5.0));
+            assert_eq!((s.itl_ms.n, s.itl_ms.max, s.itl_ms.min), (7, Some(30.0), Some(5.0)));
+            assert!((s.itl_ms.mean.unwrap() - 75.0 / 7.0).abs() < 1e-12);
+        }
+        // one-token streams only: the two are the same distribution
+        let s = summarize(&[a, b], &SummaryOptions::new());
+        assert_eq!(s.chunk_itl_ms, s.itl_ms);
+        assert_eq!((s.itl_ms.n, s.itl_ms.mean), (3, Some(50.0 / 3.0)));
     }
 
     #[test]
