@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Batching, EngineConfig, KvAlloc, MemoryPlan, Prealloc, SpecMethod, Speculative};
 use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
-use crate::kv::{CacheCounters, KvManager};
+use crate::kv::{BlockTable, CacheCounters, KvManager};
 use crate::sched::{ContinuousBatching, Core, Limits, PREFETCH_AHEAD, Place, Policy, Seq, StaticBatching};
 use crate::{EngineError, Reject, SeqId, ServingEngine};
 
@@ -573,14 +573,18 @@ impl ServingEngine for Engine {
         debug_assert!(!self.core.is_live(id), "sequence id {id} is live");
         let ready = self.intake_free_at.max(now) + self.intake_time(&r);
         self.intake_free_at = ready;
+        // room for every block it will hold, so that its table does not reallocate as it grows
+        let reserve = self.reservation(&r);
+        let tokens = (r.prompt_tokens as u64 + r.output_tokens as u64).max(reserve);
+        let table = BlockTable { blocks: Vec::with_capacity(tokens.div_ceil(self.cfg.block_size as u64) as usize) };
         let slot = self.core.insert(Seq {
             id,
             prompt: r.prompt_tokens as u64,
             target: r.output_tokens,
             generated: u32::from(r.kv_ready),
             computed: if r.kv_ready { r.prompt_tokens as u64 } else { 0 },
-            table: Default::default(),
-            reserve: self.reservation(&r),
+            table,
+            reserve,
             hashes: r.block_hashes,
             registered: 0,
             cached_upto: 0,
@@ -611,7 +615,11 @@ impl ServingEngine for Engine {
     fn complete(&mut self, now: f64, out: &mut Vec<Emit>) {
         if self.step.as_ref().is_some_and(|s| s.end <= now + 1e-12) {
             let mut s = self.step.take().expect("checked");
-            out.append(&mut s.emitted);
+            if out.is_empty() {
+                std::mem::swap(out, &mut s.emitted); // the driver's buffer comes back as the spare
+            } else {
+                out.append(&mut s.emitted);
+            }
             self.spare = s.emitted;
         }
     }
