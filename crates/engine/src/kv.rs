@@ -81,6 +81,13 @@ impl BlockPool {
     pub fn ref_count(&self, b: BlockId) -> u32 {
         self.refs[b as usize]
     }
+
+    /// Brings in block `b`'s reference count ([`crate::prefetch`]).
+    pub fn prefetch(&self, b: BlockId) {
+        if let Some(r) = self.refs.get(b as usize) {
+            crate::prefetch(r);
+        }
+    }
 }
 
 /// One sequence's blocks, in token order.
@@ -224,6 +231,12 @@ impl HashIndex {
             }
             i = (i + 1) & self.mask();
         }
+    }
+
+    /// Brings in the slot where looking for `h` starts ([`crate::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, h: u64) {
+        crate::prefetch(&self.slots[self.home(h)]);
     }
 
     #[inline]
@@ -399,7 +412,22 @@ impl KvManager {
         }
         self.counters.evicted_blocks += 1;
         self.pool.share(b); // 0 → 1: the caller's reference
+        self.prefetch_next_eviction();
         Some(b)
+    }
+
+    /// Brings in what evicting the new head of the evictable list will touch (its index slot and
+    /// reference count) and the record of the block after it. Evictions go in list order, which
+    /// is the order blocks were freed in, long ago: without this each one waits for memory.
+    fn prefetch_next_eviction(&self) {
+        let Some(m) = self.meta.get(self.head as usize) else { return };
+        if let Some(after) = self.meta.get(m.next as usize) {
+            crate::prefetch(after);
+        }
+        if m.cached {
+            self.index.prefetch(m.hash);
+        }
+        self.pool.prefetch(self.head);
     }
 
     /// Grows `table` to hold `tokens` tokens. All-or-nothing: on failure nothing is taken.

@@ -42,6 +42,21 @@ pub use roofline::{RooflineReport, RooflineSpec};
 /// The caller's id for a sequence (unique among live sequences).
 pub type SeqId = u64;
 
+/// Asks the CPU to bring `x`'s cache line in ahead of its use: the engine's walks (running
+/// sequences in admission order, the prefix cache's least recently used blocks) go where no
+/// hardware prefetcher looks. A hint only: nothing is read, and results cannot change.
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: prefetching is a hint; it reads nothing and cannot fault
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// What a driver sees of an engine: requests in, tokens out, and when to look again. Time is
 /// the driver's (seconds on any clock that only moves forward).
 ///

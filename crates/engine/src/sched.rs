@@ -148,19 +148,13 @@ impl Core {
         self.slots[slot].as_mut().expect("live slot")
     }
 
-    /// Asks the CPU to fetch `slot`'s per-iteration fields ahead of their use: the walks over
-    /// the running sequences visit slots in admission order, which no hardware prefetcher
-    /// guesses. A hint only (nothing is read; an out-of-range slot is ignored).
+    /// Fetches `slot`'s per-iteration fields ahead of their use ([`crate::prefetch`]); an
+    /// out-of-range slot is ignored.
     #[inline(always)]
     pub fn prefetch(&self, slot: Option<usize>) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(s) = slot.and_then(|i| self.slots.get(i)) {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            // SAFETY: prefetching is a hint; it reads nothing and cannot fault
-            unsafe { _mm_prefetch::<_MM_HINT_T0>((s as *const Option<Seq>).cast::<i8>()) };
+            crate::prefetch(s);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
     }
 
     pub fn slot_of(&self, id: SeqId) -> Option<usize> {
