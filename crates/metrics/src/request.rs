@@ -76,7 +76,8 @@ pub fn itl_samples(r: &RequestRecord) -> impl Iterator<Item = (f64, u64)> + '_ {
         if m == 0 {
             return None;
         }
-        let out = prev.map(|p| ((t - p) / m as f64, m as u64));
+        // x / 1 is x exactly: skip the division (a long-latency one) for one-token events
+        let out = prev.map(|p| (if m == 1 { t - p } else { (t - p) / m as f64 }, m as u64));
         prev = Some(t);
         out
     })
