@@ -14,7 +14,6 @@
 use std::cell::Cell;
 
 use serde::de::Error as _;
-use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 thread_local! {
@@ -46,25 +45,6 @@ fn deltas(start: f64, rest: &[f64]) -> impl Iterator<Item = i64> + '_ {
         prev = step(prev, k);
         k
     })
-}
-
-/// The JSON array of the deltas of `rest` after `start`, written as text in one pass (a large
-/// document has hundreds of millions of them: no vector of deltas, no serializer call and no
-/// copy call per number).
-fn deltas_json(start: f64, rest: &[f64]) -> String {
-    let mut out = Vec::with_capacity(2 + rest.len() * 6);
-    let mut digits = itoa::Buffer::new();
-    out.push(b'[');
-    for (i, k) in deltas(start, rest).enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        for &b in digits.format(k).as_bytes() {
-            out.push(b);
-        }
-    }
-    out.push(b']');
-    String::from_utf8(out).expect("ASCII digits")
 }
 
 /// Decodes the deltas written by [`serialize_times`] (see the module doc).
@@ -108,19 +88,29 @@ enum Tokens {
 /// Largest run a document may claim (a reply of more tokens than any model produces is corrupt).
 const MAX_RUN: u64 = 1 << 32;
 
-/// [`Times::Deltas`] as written: the deltas as JSON text (the compact form is used only for JSON
-/// documents, see [`compact_events`]).
+/// [`Times::Deltas`] as written: the deltas computed as they are serialized (a large document has
+/// hundreds of millions of them: no vector of them is built).
 #[derive(Serialize)]
-struct DeltasOut {
+struct DeltasOut<'a> {
     start: f64,
-    d_us: Box<serde_json::value::RawValue>,
+    d_us: DeltaSeq<'a>,
+}
+
+struct DeltaSeq<'a> {
+    start: f64,
+    rest: &'a [f64],
+}
+
+impl Serialize for DeltaSeq<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(deltas(self.start, self.rest))
+    }
 }
 
 pub fn serialize_times<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
     match v.split_first() {
         Some((&start, rest)) if compact() && !rest.is_empty() => {
-            let d_us = serde_json::value::RawValue::from_string(deltas_json(start, rest)).map_err(S::Error::custom)?;
-            DeltasOut { start, d_us }.serialize(s)
+            DeltasOut { start, d_us: DeltaSeq { start, rest } }.serialize(s)
         }
         _ => v.serialize(s),
     }
@@ -173,9 +163,10 @@ mod tests {
         let rest = [10.0004, 10.0016, 12.0];
         let d: Vec<i64> = deltas(10.0, &rest).collect();
         assert_eq!(d, [0, 2, 1998]);
-        assert_eq!(deltas_json(10.0, &rest), "[0,2,1998]");
-        assert_eq!(deltas_json(10.0, &[9.5]), "[-500]");
-        assert_eq!(deltas_json(0.0, &[0.0, 1000.0, 1000.5]), "[0,1000000,500]");
+        let json = |start, rest: &[f64]| serde_json::to_string(&DeltaSeq { start, rest }).unwrap();
+        assert_eq!(json(10.0, &rest), "[0,2,1998]");
+        assert_eq!(json(10.0, &[9.5]), "[-500]");
+        assert_eq!(json(0.0, &[0.0, 1000.0, 1000.5]), "[0,1000000,500]");
         let back = decode_times(10.0, &d);
         assert_eq!(back[0], 10.0);
         for (a, b) in back.iter().zip([10.0, 10.0004, 10.0016, 12.0]) {
