@@ -470,6 +470,7 @@ impl Core {
 
     /// As [`Core::schedule_running`], skipping padding (finished sequences of a static batch).
     pub fn schedule_running_live(&mut self, budget: &mut u64) {
+        let bs = self.kv.block_size() as u64;
         let mut i = 0;
         while i < self.running.len() {
             self.prefetch(self.running.get(i + PREFETCH_AHEAD).copied());
@@ -478,9 +479,9 @@ impl Core {
                 i += 1;
                 continue;
             }
-            let (pending, computed, decoding) = {
+            let (pending, computed, decoding, held) = {
                 let s = self.seq(slot);
-                (s.pending(), s.computed, s.decoding())
+                (s.pending(), s.computed, s.decoding(), s.table.len() as u64 * bs)
             };
             let tokens = pending.min(*budget);
             if tokens == 0 {
@@ -490,7 +491,8 @@ impl Core {
             let k = self.limits.spec_k;
             let drafted = if decoding && k > 0 && *budget > k as u64 { k } else { 0 };
             let positions = tokens + drafted as u64;
-            if !self.reserve(slot, computed + positions) {
+            // the common case, without a call: its blocks already have room
+            if computed + positions > held && !self.reserve(slot, computed + positions) {
                 continue; // preempted itself; `running` shrank, `i` now points past the end
             }
             self.batch.push((slot, tokens, drafted));
