@@ -43,10 +43,10 @@ pub use roofline::{RooflineReport, RooflineSpec};
 pub type SeqId = u64;
 
 /// Asks the CPU to bring `x`'s cache line in ahead of its use: the engine's walks (running
-/// sequences in admission order, the prefix cache's least recently used blocks) go where no
-/// hardware prefetcher looks. A hint only: nothing is read, and results cannot change.
+/// sequences in admission order, the prefix cache's least recently used blocks) and its drivers'
+/// per-token bookkeeping go where no hardware prefetcher looks. A hint only: nothing is read, and results cannot change.
 #[inline(always)]
-pub(crate) fn prefetch<T>(x: &T) {
+pub fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};

@@ -230,6 +230,12 @@ impl<'a> Sim<'a> {
                 self.log.push_back(t);
             }
             for i in 0..self.emits.len() {
+                if let Some(ahead) = self.emits.get(i + 8) {
+                    // the tracks of the sequences of one iteration are scattered over the window
+                    if let Some(t) = self.tracks.get(ahead.seq.wrapping_sub(self.base) as usize) {
+                        goodput_engine::prefetch(t);
+                    }
+                }
                 let e = self.emits[i];
                 self.deliver(e, t);
             }
