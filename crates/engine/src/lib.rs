@@ -44,7 +44,8 @@ pub type SeqId = u64;
 
 /// Asks the CPU to bring `x`'s cache line in ahead of its use: the engine's walks (running
 /// sequences in admission order, the prefix cache's least recently used blocks) and its drivers'
-/// per-token bookkeeping go where no hardware prefetcher looks. A hint only: nothing is read, and results cannot change.
+/// per-token bookkeeping go where no hardware prefetcher looks. A hint only: nothing is read, and
+/// results cannot change.
 #[inline(always)]
 pub fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]

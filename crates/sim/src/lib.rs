@@ -53,6 +53,9 @@ impl SimOutcome {
     }
 }
 
+/// How many emits ahead delivery prefetches the track it will update.
+const PREFETCH_AHEAD: usize = 8;
+
 /// A refused request still costs its client a round trip before it can send again.
 const REJECT_RTT_S: f64 = 1e-3;
 
@@ -230,7 +233,7 @@ impl<'a> Sim<'a> {
                 self.log.push_back(t);
             }
             for i in 0..self.emits.len() {
-                if let Some(ahead) = self.emits.get(i + 8) {
+                if let Some(ahead) = self.emits.get(i + PREFETCH_AHEAD) {
                     // the tracks of the sequences of one iteration are scattered over the window
                     if let Some(t) = self.tracks.get(ahead.seq.wrapping_sub(self.base) as usize) {
                         goodput_engine::prefetch(t);
@@ -372,6 +375,26 @@ mod tests {
 
     fn run(load: Load, requests: u64, tweak: impl FnOnce(&mut EngineConfig)) -> SimOutcome {
         simulate(&mut engine(tweak), &cfg(load, Some(requests)), workload(512, 128))
+    }
+
+    #[test]
+    fn a_track_fills_its_events_from_the_log() {
+        // log entries 10.. hold times 1.0, 1.1, …; tokens at 11, 12, 13 (one each), 15 (two), 16
+        // (two), 18 (one): three runs, filled from a log whose first entry is 10
+        let log: VecDeque<f64> = (0..10).map(|k| 1.0 + k as f64 / 10.0).collect();
+        let mut t = Track::new(11);
+        for (at, m) in [(11, 1), (12, 1), (13, 1), (15, 2), (16, 2), (18, 1)] {
+            t.push(at, m);
+        }
+        assert_eq!((t.earlier.len(), t.tokens()), (2, 8));
+        let mut r = RequestRecord::default();
+        t.fill(&mut r, &log, 10);
+        let ms: Vec<f64> = [1.1, 1.2, 1.3, 1.5, 1.6, 1.8].iter().map(|&s| (s * 10.0f64).round() * 100.0).collect();
+        assert_eq!(r.event_ms.len(), 6);
+        for (a, b) in r.event_ms.iter().zip(&ms) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        assert_eq!(r.event_tokens, [1, 1, 1, 2, 2, 1]);
     }
 
     #[test]
