@@ -27,14 +27,26 @@ impl Uses {
     }
 }
 
-/// Whether the connection a request was given had carried a request before (counting this one).
-/// `None` when the request never got a connection.
-pub fn reused(capture: &CaptureConnection) -> Option<bool> {
+/// What a request learned about the connection it was given.
+#[derive(Clone, Debug, Default)]
+pub struct ConnInfo {
+    /// Whether the connection had carried a request before (counting this one); `None` when the
+    /// request never got a connection.
+    pub reused: Option<bool>,
+    /// When the connection's newest data arrived ([`crate::arrival`]), where the kernel stamps it.
+    pub arrivals: Option<crate::arrival::Arrivals>,
+}
+
+/// Counts the request on the connection it was given, and reads what that connection carries.
+pub fn info(capture: &CaptureConnection) -> ConnInfo {
     let meta = capture.connection_metadata();
-    let connected = meta.as_ref()?;
+    let Some(connected) = meta.as_ref() else { return ConnInfo::default() };
     let mut ext = http::Extensions::new();
     connected.get_extras(&mut ext);
-    Some(ext.get::<Uses>()?.take() > 0)
+    ConnInfo {
+        reused: ext.get::<Uses>().map(|u| u.take() > 0),
+        arrivals: ext.get::<crate::arrival::Arrivals>().cloned(),
+    }
 }
 
 /// A connector whose connections carry a [`Uses`] counter.

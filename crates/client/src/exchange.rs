@@ -296,10 +296,18 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         if d >= total_deadline { ErrorClass::TimeoutTotal } else { other }
     };
 
-    let Some(resp) = headers(ep, &body, cancel, &mut st, sent, first_deadline, total_deadline).await else {
+    let Some((resp, arrivals)) = headers(ep, &body, cancel, &mut st, sent, first_deadline, total_deadline).await else {
         return end(st, ep);
     };
-    st.rec.headers_ms = Some(clock.now_ms());
+    // bytes are stamped when they arrived (`crate::arrival`), never before the request was sent
+    // (again, if it was resent) or before the request's previous stamp
+    let floor = st.rec.sent_ms.map_or(sent, |ms| clock.instant(ms));
+    let mut stamped = crate::arrival::stamp(arrivals.as_ref(), floor);
+    st.rec.headers_ms = Some(clock.ms(stamped));
+    // the newest write on the connection before its response is the end of this request's
+    if let Some(w) = arrivals.as_ref().and_then(crate::arrival::Arrivals::written) {
+        st.rec.written_ms = Some(clock.ms(w.max(floor).min(stamped)));
+    }
     let status = resp.status();
     let encoding = content_encoding(resp.headers());
     let mut body = resp.into_body();
@@ -394,9 +402,9 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                let now = Instant::now();
-                last_bytes = now;
-                let t = clock.ms(now);
+                stamped = crate::arrival::stamp(arrivals.as_ref(), stamped);
+                last_bytes = stamped;
+                let t = clock.ms(stamped);
                 decoder.feed(&data, &mut events);
                 let mut keep_going = true;
                 for ev in events.drain(..) {
@@ -410,7 +418,7 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                 }
                 if st.done {
                     // the request ends at [DONE]; the rest of the body is not the load's business
-                    done_at = Some(now);
+                    done_at = Some(stamped);
                     break;
                 }
                 // a deadline only ever moves earlier when the stream changes phase
@@ -505,18 +513,20 @@ async fn headers(
     sent: Instant,
     first_deadline: Instant,
     total_deadline: Instant,
-) -> Option<crate::http::Response> {
+) -> Option<(crate::http::Response, Option<crate::arrival::Arrivals>)> {
     loop {
         let resp = tokio::select! {
-            r = timeout_at(first_deadline.into(), ep.client.post(ep.api.path(), body.clone())) => r.map(|(r, reused)| (r, reused == Some(true))),
+            r = timeout_at(first_deadline.into(), ep.client.post(ep.api.path(), body.clone())) => r,
             _ = cancel.cancelled() => {
                 st.fail(ErrorClass::Cancelled, "run interrupted before the response arrived".into(), None);
                 return None;
             }
         };
         match resp {
-            Ok((Ok(r), _)) => return Some(r),
-            Ok((Err(e), true)) if stale_connection(&e) && st.rec.stale_resends < MAX_STALE_RESENDS => {
+            Ok((Ok(r), conn)) => return Some((r, conn.arrivals)),
+            Ok((Err(e), conn))
+                if conn.reused == Some(true) && stale_connection(&e) && st.rec.stale_resends < MAX_STALE_RESENDS =>
+            {
                 st.rec.stale_resends += 1;
                 st.rec.sent_ms = Some(ep.clock.now_ms());
             }

@@ -83,7 +83,7 @@ pub use goodput_results::Timeouts;
 pub type Body = Full<Bytes>;
 pub type Response = http::Response<hyper::body::Incoming>;
 
-type Connector = crate::conn::Tracked<hyper_rustls::HttpsConnector<HttpConnector>>;
+type Connector = crate::conn::Tracked<hyper_rustls::HttpsConnector<crate::arrival::Stamping>>;
 
 /// A pooled keep-alive client for one OpenAI-compatible base URL (http or https).
 #[derive(Clone)]
@@ -196,7 +196,7 @@ impl HttpClient {
             .with_tls_config(tls_config(extra_roots_pem)?)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(conn);
+            .wrap_connector(crate::arrival::Stamping(conn));
         // hyper resends a request whose pooled connection turned out to be closed; a benchmark
         // must send each request exactly once (`--retries` resends on purpose, and records it;
         // `exchange` resends only what hyper hands back unwritten). An idle connection is dropped
@@ -255,17 +255,17 @@ impl HttpClient {
         b.body(Full::new(body)).expect("valid request")
     }
 
-    /// Sends a POST; resolves when the response headers arrive, with whether the connection it
-    /// went on had carried a request before (`None`: it got no connection).
+    /// Sends a POST; resolves when the response headers arrive, with what the request learned
+    /// about its connection (whether it had carried a request before, when its data arrived).
     pub async fn post(
         &self,
         path: &str,
         body: Bytes,
-    ) -> (Result<Response, hyper_util::client::legacy::Error>, Option<bool>) {
+    ) -> (Result<Response, hyper_util::client::legacy::Error>, crate::conn::ConnInfo) {
         let mut req = self.request(Method::POST, path, body);
         let capture = hyper_util::client::legacy::connect::capture_connection(&mut req);
         let r = self.inner.request(req).await;
-        (r, crate::conn::reused(&capture))
+        (r, crate::conn::info(&capture))
     }
 
     /// `GET path`, whole body, with a deadline.

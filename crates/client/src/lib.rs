@@ -5,12 +5,14 @@
 //! - [`openai`]: request bodies and chunk classification;
 //! - [`http`]: the pooled client, the run's monotonic clock, cancellation;
 //! - [`conn`]: connections that count the requests they carried;
+//! - [`arrival`]: when a response's bytes arrived, from the kernel's receive stamps;
 //! - [`exchange`]: one request, measured and classified;
 //! - [`bookkeeping`]: token counting and record finishing, off the load loop;
 //! - [`lag`]: the runtime-lag probe (how late the async runtime runs what is ready);
 //! - [`runner`]: drives the load state machine on the wall clock;
 //! - [`scrape`]: the server's Prometheus metrics, scraped beside the load (`--scrape-metrics`).
 
+pub mod arrival;
 pub mod bookkeeping;
 pub mod conn;
 pub mod exchange;

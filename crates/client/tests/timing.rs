@@ -149,3 +149,46 @@ async fn client_times_match_server_write_times() {
     }
     assert_mostly_close("client event time − server write time", &diffs, 0.0, 2.0, 0.99);
 }
+
+/// An event whose bytes arrive while the client cannot run is stamped when they arrived (the
+/// kernel's receive time, `goodput_client::arrival`), not when the client got to them; and the
+/// request counts from when its bytes left (`written_ms`), which the server saw arrive.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_event_is_stamped_when_its_bytes_arrived_not_when_the_client_read_them() {
+    let _serial = timing_lock();
+    // the server on a thread and runtime of its own: first token 50 ms after the request
+    // arrived, the next two 40 ms apart
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let server = ScriptedServer::start(|_| steady_stream(50.0, 40.0, 3, false)).await;
+            tx.send((server.url(), std::sync::Arc::clone(&server.served))).unwrap();
+            std::future::pending::<()>().await
+        })
+    });
+    let (url, served) = rx.recv().unwrap();
+    // the client on one thread, which a task blocks from 20 to 80 ms after the start: the first
+    // token arrives inside the block, the second after it
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let out = rt.block_on(async {
+        tokio::spawn(async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            std::thread::sleep(Duration::from_millis(60));
+        });
+        let ep = endpoint(&url, Api::Completions, Timeouts::default());
+        run_within(Duration::from_secs(20), ep, config(1, 1), workload(16, 3)).await
+    });
+    let r = &out.records[0];
+    assert!(r.is_success(), "{:?}", r.error);
+    let (sent, written, headers) = (r.sent_ms.unwrap(), r.written_ms.unwrap(), r.headers_ms.unwrap());
+    assert!(sent <= written && written <= headers, "sent {sent}, written {written}, headers {headers}");
+    let s = &served.lock().unwrap()[0];
+    // the request's bytes left when the server's kernel received them (the same clock)
+    assert_close("written − server arrival", written - out.clock.ms(s.arrived), 0.0, 1.0);
+    let m = RequestMetrics::of(r);
+    // read at ~80 ms, after the block: a clock read would give TTFT ≈ 80 − send time
+    assert_close("TTFT", m.ttft.unwrap(), 50.0, 3.0);
+    assert_close("first chunk written − stamped", r.event_ms[0] - out.clock.ms(s.chunk_times[0]), 0.0, 1.0);
+}

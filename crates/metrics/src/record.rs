@@ -122,8 +122,13 @@ pub struct RequestRecord {
     /// Time spent waiting for a `--max-concurrency` slot (part of `s − a` that is not pacer lag).
     #[serde(default)]
     pub cap_wait_ms: f64,
-    /// `s`: when the request was written to the connection. `None` if it was never sent.
+    /// `s`: when the request was handed to the connection. `None` if it was never sent.
     pub sent_ms: Option<f64>,
+    /// `s'`: when the connection had written the request's last byte to the socket (the client's
+    /// own connect and dispatch time, `s' − s`, is then not counted as the server's). Absent
+    /// where not known (the simulator, imported files, a request that got no response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_ms: Option<f64>,
     /// When the response headers arrived.
     pub headers_ms: Option<f64>,
     /// `c1..cK`: arrival time of each content event (a plain array, or in large documents the
@@ -194,6 +199,30 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl RequestRecord {
+    /// Moves every time of the record (its attempts' too) by `ms`.
+    pub fn shift(&mut self, ms: f64) {
+        if ms == 0.0 {
+            return;
+        }
+        self.scheduled_ms += ms;
+        for t in [&mut self.sent_ms, &mut self.written_ms, &mut self.headers_ms, &mut self.end_ms].into_iter().flatten()
+        {
+            *t += ms;
+        }
+        for t in &mut self.event_ms {
+            *t += ms;
+        }
+        for a in &mut self.attempts {
+            a.sent_ms += ms;
+            a.end_ms += ms;
+        }
+    }
+
+    /// Where the service-view latencies (TTFT, E2E, stream close) start: `s'`, else `s`.
+    pub fn service_start_ms(&self) -> Option<f64> {
+        self.written_ms.or(self.sent_ms)
+    }
+
     pub fn is_success(&self) -> bool {
         self.error.is_none()
     }

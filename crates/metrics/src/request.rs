@@ -1,6 +1,7 @@
 //! Per-request latency metrics, exactly as defined in `docs/metrics.md`.
 //!
-//! Notation: `a` scheduled, `s` sent, `c1..cK` content events, `m1..mK` tokens per event,
+//! Notation: `a` scheduled, `s` sent, `s'` written (the request's last byte left; `s` where
+//! unknown), `c1..cK` content events, `m1..mK` tokens per event,
 //! `N` output tokens.
 
 use crate::record::RequestRecord;
@@ -8,7 +9,7 @@ use crate::record::RequestRecord;
 /// Latencies of one request, in milliseconds. `None` where a quantity is undefined.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RequestMetrics {
-    /// `c1 − s`
+    /// `c1 − s'`
     pub ttft: Option<f64>,
     /// `c1 − a`
     pub ttft_sched: Option<f64>,
@@ -16,7 +17,7 @@ pub struct RequestMetrics {
     pub client_queue: Option<f64>,
     /// `s − a − cap_wait`: how late the load generator itself was.
     pub schedule_lag: Option<f64>,
-    /// `cK − s`
+    /// `cK − s'`
     pub e2e: Option<f64>,
     /// `cK − a`
     pub e2e_sched: Option<f64>,
@@ -28,7 +29,7 @@ pub struct RequestMetrics {
     pub normalized: Option<f64>,
     /// Longest gap between consecutive content events (the worst stall a reader saw).
     pub itl_max: Option<f64>,
-    /// `end − s`: until the stream closed (reported apart from E2E).
+    /// `end − s'`: until the stream closed (reported apart from E2E).
     pub stream_close: Option<f64>,
 }
 
@@ -36,11 +37,13 @@ impl RequestMetrics {
     pub fn of(r: &RequestRecord) -> Self {
         let a = r.scheduled_ms;
         let s = r.sent_ms;
+        // service-view latencies start when the request's bytes left (`s'`, else `s`)
+        let w = r.service_start_ms();
         let c1 = r.first_event_ms();
         let ck = r.last_event_ms();
         let n = r.output_tokens;
         let sub = |x: Option<f64>, y: Option<f64>| Some(x? - y?);
-        let e2e = sub(ck, s);
+        let e2e = sub(ck, w);
         let decode = sub(ck, c1);
         let tpot = match (decode, n) {
             (Some(d), Some(n)) if n > 1 => Some(d / (n - 1) as f64),
@@ -52,7 +55,7 @@ impl RequestMetrics {
         };
         let itl_max = r.event_ms.windows(2).map(|w| w[1] - w[0]).reduce(f64::max);
         RequestMetrics {
-            ttft: sub(c1, s),
+            ttft: sub(c1, w),
             ttft_sched: c1.map(|c| c - a),
             client_queue: s.map(|s| s - a),
             schedule_lag: s.map(|s| s - a - r.cap_wait_ms),
@@ -62,7 +65,7 @@ impl RequestMetrics {
             tpot,
             normalized,
             itl_max,
-            stream_close: sub(r.end_ms, s),
+            stream_close: sub(r.end_ms, w),
         }
     }
 }
@@ -119,6 +122,22 @@ mod tests {
         assert_eq!(m.normalized, Some(18.0)); // 90 / 5
         assert_eq!(m.itl_max, Some(20.0));
         assert_eq!(m.stream_close, Some(93.0));
+    }
+
+    #[test]
+    fn service_latencies_count_from_when_the_request_was_written() {
+        // the same request, its bytes written at s' = 6 (4 ms connecting and dispatching)
+        let r = RequestRecord { written_ms: Some(6.0), ..rec() };
+        let m = RequestMetrics::of(&r);
+        assert_eq!(m.ttft, Some(46.0)); // 52 − 6
+        assert_eq!(m.e2e, Some(86.0)); // 92 − 6
+        assert_eq!(m.stream_close, Some(89.0)); // 95 − 6
+        assert_eq!(m.normalized, Some(17.2)); // 86 / 5
+        // the user's view, the client's queue and its lag still count from a and s
+        assert_eq!((m.ttft_sched, m.e2e_sched), (Some(52.0), Some(92.0)));
+        assert_eq!((m.client_queue, m.schedule_lag), (Some(2.0), Some(2.0)));
+        // and decode-side quantities do not move
+        assert_eq!((m.decode, m.tpot, m.itl_max), (Some(40.0), Some(10.0), Some(20.0)));
     }
 
     #[test]

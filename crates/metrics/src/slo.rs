@@ -265,7 +265,7 @@ impl Smoothing {
 
 /// Token arrival times of a request, ms after sending (each content event's time, once per token).
 fn token_times(r: &RequestRecord) -> impl Iterator<Item = f64> + '_ {
-    let s = r.sent_ms.unwrap_or(r.scheduled_ms);
+    let s = r.service_start_ms().unwrap_or(r.scheduled_ms);
     r.event_ms.iter().zip(&r.event_tokens).flat_map(move |(&t, &m)| std::iter::repeat_n(t - s, m as usize))
 }
 

@@ -260,7 +260,7 @@ pub struct Summary {
     pub itl_max_ms: Distribution,
     pub e2e_ms: Distribution,
     pub e2e_sched_ms: Distribution,
-    /// `end − s`: until the stream closed (after usage and `[DONE]`); E2E ends at the last token.
+    /// `end − s'`: until the stream closed (after usage and `[DONE]`); E2E ends at the last token.
     #[serde(default)]
     pub stream_close_ms: Distribution,
     /// E2E / N (GuideLLM's "TPOT").

@@ -185,7 +185,7 @@ pub fn time_charts(run: &Run, suffix: &str) -> Vec<Chart> {
                 done[bucket(e)] += 1.0;
             }
         }
-        if let (Some(s), Some(c1)) = (r.sent_ms, r.first_event_ms())
+        if let (Some(s), Some(c1)) = (r.service_start_ms(), r.first_event_ms())
             && r.is_success()
         {
             let b = &mut ttft[bucket(c1)];

@@ -36,7 +36,7 @@ fn src(s: Option<TokenSource>) -> String {
 }
 
 /// The request CSV's columns.
-pub const REQUEST_COLUMNS: [&str; 42] = [
+pub const REQUEST_COLUMNS: [&str; 43] = [
     "run",
     "run_name",
     "id",
@@ -79,6 +79,7 @@ pub const REQUEST_COLUMNS: [&str; 42] = [
     "e2e_ms",
     "e2e_sched_ms",
     "stream_close_ms",
+    "written_ms",
 ];
 
 fn request_row(run: usize, name: &str, r: &RequestRecord) -> Vec<String> {
@@ -126,6 +127,7 @@ fn request_row(run: usize, name: &str, r: &RequestRecord) -> Vec<String> {
         opt(m.e2e),
         opt(m.e2e_sched),
         opt(m.stream_close),
+        opt(r.written_ms),
     ]
 }
 

@@ -474,7 +474,7 @@ fn merged_records(runs: &[Run], shards: &Shards, users: Option<usize>, t0: Optio
         };
         let user_base = (users.unwrap_or(0) * k) as u32;
         records.extend(r.requests.iter().cloned().map(|mut rec| {
-            shift_record(&mut rec, shift_ms);
+            rec.shift(shift_ms);
             rec.user = rec.user.map(|u| u + user_base);
             rec.session = rec.session.map(|s| s + session_base[k]);
             rec
@@ -502,24 +502,6 @@ fn merged_engine_stats(runs: &[Run], shards: &Shards) -> (Option<EngineStats>, O
             );
             (None, Some(Warning { code: WarningCode::EngineStatsDropped, message }))
         }
-    }
-}
-
-/// Moves every time of a record by `ms`.
-fn shift_record(r: &mut RequestRecord, ms: f64) {
-    if ms == 0.0 {
-        return;
-    }
-    r.scheduled_ms += ms;
-    for t in [&mut r.sent_ms, &mut r.headers_ms, &mut r.end_ms].into_iter().flatten() {
-        *t += ms;
-    }
-    for t in &mut r.event_ms {
-        *t += ms;
-    }
-    for a in &mut r.attempts {
-        a.sent_ms += ms;
-        a.end_ms += ms;
     }
 }
 

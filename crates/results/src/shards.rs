@@ -287,7 +287,7 @@ fn merge_stage(parts: &[(&Run, goodput_workload::Shard)], notes: &[String]) -> (
             _ => 0.0,
         };
         records.extend(run.requests.iter().cloned().map(|mut rec| {
-            shift(&mut rec, shift_ms);
+            rec.shift(shift_ms);
             rec.shard = Some(shard.index);
             rec
         }));
@@ -348,20 +348,6 @@ fn merge_stage(parts: &[(&Run, goodput_workload::Shard)], notes: &[String]) -> (
         ..first.clone()
     };
     (Run { requests: records, server_metrics: None, ..run }, spread_note)
-}
-
-/// Moves every time of a record by `ms`.
-fn shift(r: &mut RequestRecord, ms: f64) {
-    if ms == 0.0 {
-        return;
-    }
-    r.scheduled_ms += ms;
-    for t in [&mut r.sent_ms, &mut r.headers_ms, &mut r.end_ms].into_iter().flatten() {
-        *t += ms;
-    }
-    for t in &mut r.event_ms {
-        *t += ms;
-    }
 }
 
 #[cfg(test)]

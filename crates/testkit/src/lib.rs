@@ -113,6 +113,8 @@ pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
 /// What the server saw and did for one request.
 #[derive(Clone, Debug)]
 pub struct Served {
+    /// When the request arrived: on a plain connection, the kernel's receive stamp of its last
+    /// bytes (a read that came late does not shift the script); over TLS, when it was parsed.
     pub arrived: Instant,
     pub path: String,
     pub body: String,
@@ -174,11 +176,16 @@ impl ScriptedServer {
                     match tls {
                         Some(acceptor) => {
                             if let Ok(s) = acceptor.accept(sock).await {
-                                let _ = serve_conn(s, &*script, &counter, &log).await;
+                                let _ = serve_conn(s, &*script, &counter, &log, None).await;
                             }
                         }
                         None => {
-                            let _ = serve_conn(sock, &*script, &counter, &log).await;
+                            // the request's arrival is the kernel's stamp of its bytes (a busy
+                            // server's late read must not shift the script)
+                            let io = goodput_client::arrival::StampedTcp::new(sock);
+                            let arrivals = io.arrivals().clone();
+                            let io = hyper_util::rt::TokioIo::new(io);
+                            let _ = serve_conn(io, &*script, &counter, &log, Some(&arrivals)).await;
                         }
                     }
                 });
@@ -254,10 +261,12 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
     script: &(dyn Fn(usize) -> Script + Send + Sync),
     counter: &std::sync::atomic::AtomicUsize,
     log: &Mutex<Vec<Served>>,
+    arrivals: Option<&goodput_client::arrival::Arrivals>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some((line, body)) = read_request(&mut sock, &mut buf).await {
-        let arrived = Instant::now();
+        let now = Instant::now();
+        let arrived = arrivals.and_then(|a| a.latest()).map_or(now, |t| t.min(now));
         if line.starts_with("GET /v1/models") {
             let b = r#"{"object":"list","data":[{"id":"scripted-model","object":"model"}]}"#;
             let resp =
