@@ -13,7 +13,8 @@ use goodput_metrics::RequestRecord;
 use goodput_results::{CapacityReport, ResultDoc, Run};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Appends each finished record to the JSONL log (flushed per record), each sent request to the
+/// Appends each finished record to the JSONL log (flushed whenever the bookkeeping has caught up:
+/// at least every few milliseconds while records come, and at the end), each sent request to the
 /// exported schedule, and advances the bar.
 pub struct LiveLog {
     file: Option<Mutex<BufWriter<File>>>,
@@ -108,7 +109,21 @@ fn write_line(f: &Mutex<BufWriter<File>>, v: &serde_json::Value) {
     }
 }
 
+/// A JSONL line of a sweep stage: the record's fields and the stage's name.
+#[derive(serde::Serialize)]
+struct Staged<'a> {
+    stage: &'a str,
+    #[serde(flatten)]
+    record: &'a RequestRecord,
+}
+
 impl Observer for LiveLog {
+    fn caught_up(&self) {
+        if let Some(f) = &self.file {
+            let _ = f.lock().expect("log lock").flush();
+        }
+    }
+
     fn sent(&self, meta: &RequestRecord, body: &[u8], _c: &Counters) {
         if let Some(f) = &self.schedule
             && let Ok(b) = serde_json::from_slice::<serde_json::Value>(body)
@@ -118,13 +133,14 @@ impl Observer for LiveLog {
     }
 
     fn record(&self, r: &RequestRecord, c: &Counters) {
-        if let Some(f) = &self.file
-            && let Ok(mut v) = serde_json::to_value(r)
-        {
-            if let Some(stage) = &self.stage {
-                v["stage"] = stage.clone().into();
+        if let Some(f) = &self.file {
+            let mut f = f.lock().expect("log lock");
+            // A failed write must not stop the run: the final document still has every record.
+            let _ = match &self.stage {
+                Some(stage) => serde_json::to_writer(&mut *f, &Staged { stage, record: r }),
+                None => serde_json::to_writer(&mut *f, r),
             }
-            write_line(f, &v);
+            .map(|()| f.write_all(b"\n"));
         }
         let done = c.done.load(Ordering::Relaxed);
         // the current rate: completions over the last second or so, not the average since start

@@ -24,6 +24,14 @@ pub struct Exchange {
     usage: Usage,
 }
 
+#[cfg(test)]
+impl Exchange {
+    /// An exchange that ended as `rec` says, with no content (for tests of what consumes them).
+    pub(crate) fn of_record(rec: RequestRecord) -> Self {
+        Exchange { rec, deltas: Deltas::default(), cumulative: Vec::new(), usage: Usage::default() }
+    }
+}
+
 /// Everything shared by the requests of a run.
 #[derive(Clone)]
 pub struct Endpoint {

@@ -106,6 +106,9 @@ pub struct Counters {
 pub trait Observer: Send + Sync {
     fn record(&self, record: &RequestRecord, counters: &Counters);
     fn sent(&self, _request: &RequestRecord, _body: &[u8], _counters: &Counters) {}
+    /// Every record finished so far has been passed to [`Observer::record`] (at least every
+    /// [`crate::bookkeeping::PAUSE`] while records come, and at the run's end): a moment to flush.
+    fn caught_up(&self) {}
 }
 
 impl Observer for () {
@@ -169,7 +172,7 @@ struct Collector {
     observer: Arc<dyn Observer>,
 }
 
-impl Collector {
+impl crate::bookkeeping::Sink for Collector {
     fn record(&self, rec: RequestRecord) {
         let c = &self.counters;
         c.done.fetch_add(1, Ordering::SeqCst);
@@ -178,6 +181,10 @@ impl Collector {
         }
         self.observer.record(&rec, c);
         self.records.lock().expect("lock").push(rec);
+    }
+
+    fn caught_up(&self) {
+        self.observer.caught_up();
     }
 }
 
@@ -313,10 +320,7 @@ pub async fn run_into(
     ep.clock = crate::http::Clock::start();
     let (abort, _) = cancel_pair();
     let out = Arc::new(Collector { counters: Counters::default(), records: sink, observer });
-    let books = {
-        let out = Arc::clone(&out);
-        Bookkeeper::start(ep.tokenizer.clone(), Arc::new(move |rec| out.record(rec)))
-    };
+    let books = Bookkeeper::start(ep.tokenizer.clone(), Arc::clone(&out) as Arc<dyn crate::bookkeeping::Sink>);
     let machine = LoadMachine::sharded(&cfg.load, cfg.bounds(), cfg.seed, Box::new(Prepared(gen_rx)), true, cfg.shard);
     let shared = Arc::new(Shared {
         ep,
@@ -430,7 +434,7 @@ fn drive(s: &Arc<Shared>) -> StopReason {
                 let deadline = clock.instant(t * 1000.0);
                 goodput_pacing::wait_until(deadline, |left| {
                     std::thread::park_timeout(left);
-                    (Instant::now() + goodput_pacing::SPIN < deadline).then_some(())
+                    (Instant::now() + goodput_pacing::spin() < deadline).then_some(())
                 });
             }
             Next::Idle => std::thread::park(),
