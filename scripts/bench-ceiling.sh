@@ -7,8 +7,9 @@
 #  1. closed loop against the fast server at 64 and 256 users, with the built-in tokenizer and a
 #     Hugging Face tokenizer.json: max sustained req/s, mean requests in flight, the verdict, and
 #     the client's CPU time per request (user + system, from /usr/bin/time);
-#  2. TTFT error against the scripted server's known timing, at 64 and 256 users: measured TTFT
-#     p50 / p99 minus the scripted 50 ms, beside the server's own lateness (which it reports);
+#  2. TTFT error against the scripted server's known timing (it counts from the kernel's receive
+#     stamp of each request), at 64 and 256 users: measured TTFT p50 / p99 minus the scripted
+#     50 ms, beside the server's own lateness (which it reports);
 #  3. Poisson keep-up against the fast server at 1k, 2k, 5k and 10k req/s: achieved / offered and
 #     the schedule lag p99 (how late requests left against their schedule), and the verdict;
 #  4. the peers, when PEERS_VENV names a virtualenv holding them (`python -m venv /tmp/peers &&
