@@ -93,10 +93,13 @@ fn a_server_faster_than_the_client_gets_its_64_users() {
         // with the client alone on its core, the users are kept busy
         let in_flight = s["load_check"]["mean_in_flight"].as_f64().unwrap();
         println!("mean in flight {in_flight:.1} of 64, verdict {}", s["verdict"]);
-        // the load loop never waits for bookkeeping: the 64 users are kept in flight (a client
-        // saturated by a faster server may still, rightly, say client_bound: its replies are
-        // read late)
-        assert!(in_flight >= 60.0, "only {in_flight:.1} of 64 users in flight");
+        // the load loop never waits for bookkeeping: the users are kept in flight (before it
+        // did, about one of 64 was). A client saturated by a faster server still, rightly, falls
+        // short and may say client_bound: a reply ends when its last bytes arrived (the kernel's
+        // stamp), and the time it then waits to be read is the client's, not the server's. How
+        // far short depends on the machine's noise (55-63 of 64 in a debug build here), so the
+        // bound is loose; bench-ceiling.sh measures it.
+        assert!(in_flight >= 0.75 * USERS, "only {in_flight:.1} of 64 users in flight");
     }
 }
 
@@ -132,6 +135,8 @@ fn a_cpu_hog_beside_the_client_never_gives_ok_with_wrong_numbers() {
 /// fresh connection (counted in `stale_resends`), never failed, and never sent twice.
 #[test]
 fn a_server_that_closes_each_connection_loses_no_request() {
+    // not beside the timed runs above: its load would be theirs
+    let _serial = goodput_testkit::timing_lock();
     let server = FastServer::start_closing(8).unwrap();
     let dir = temp_dir("closing");
     let out = dir.join("r.json");

@@ -11,6 +11,8 @@
 //! blocks only if there is still nothing. A request's task then hands its exchange over without
 //! waking a thread (a futex wake and a context switch per request, which on a client confined to
 //! one CPU is a tenth of the cost of a request), and records reach the sink within [`PAUSE`].
+//! Working through a backlog, it gives way to any runnable thread every [`BURST`], so that on a
+//! shared CPU a runtime worker never waits a whole scheduler slice to read its replies.
 //!
 //! The queue is bounded. When it is full, the bookkeeping has fallen behind: the record is
 //! finished on the spot without our tokenizer's counts (marked `counts_skipped`: the server's
@@ -45,6 +47,12 @@ impl<F: Fn(RequestRecord) + Send + Sync> Sink for F {
 
 /// How long the bookkeeping thread sleeps when its queue runs empty before it looks again.
 pub const PAUSE: Duration = Duration::from_millis(2);
+
+/// The longest the bookkeeping thread works through a backlog before it gives way to any runnable
+/// thread (a yield): woken after a [`PAUSE`] with a backlog, it would otherwise hold a shared CPU
+/// for the scheduler's whole slice (3 ms), and a runtime worker waiting for it reads its replies
+/// that much late.
+pub const BURST: Duration = Duration::from_micros(100);
 
 /// Exchanges waiting to be finished, at most.
 pub const QUEUE: usize = 16_384;
@@ -128,13 +136,19 @@ impl Bookkeeper {
 }
 
 fn work(rx: Receiver<Exchange>, s: Arc<Shared>, tk: Tokenizer, sink: Arc<dyn Sink>) {
+    let mut since = Instant::now();
     loop {
+        if since.elapsed() > BURST {
+            std::thread::yield_now();
+            since = Instant::now();
+        }
         let ex = match rx.try_recv() {
             Ok(ex) => ex,
             Err(TryRecvError::Disconnected) => break,
             Err(TryRecvError::Empty) => {
                 sink.caught_up();
                 std::thread::sleep(PAUSE);
+                since = Instant::now();
                 match rx.try_recv() {
                     Ok(ex) => ex,
                     Err(TryRecvError::Empty) => match rx.recv() {
