@@ -12,10 +12,11 @@
 #     50 ms, beside the server's own lateness (which it reports);
 #  3. Poisson keep-up against the fast server at 1k, 2k, 5k and 10k req/s: achieved / offered and
 #     the schedule lag p99 (how late requests left against their schedule), and the verdict;
-#  4. the peers, when PEERS_VENV names a virtualenv holding them (`python -m venv /tmp/peers &&
-#     /tmp/peers/bin/pip install guidellm aiperf`; `vllm` too where the disk allows: 9.5 GB with
-#     its CUDA torch, and `vllm bench serve` runs without a GPU, offline): the same
-#     closed loop against the same fast server, req/s and CPU per request.
+#  4. the peers, when PEERS_VENV names a folder whose bin/ holds them (`python -m venv /tmp/peers
+#     && /tmp/peers/bin/pip install guidellm aiperf`; `vllm` too where the disk allows, best in a
+#     venv of its own, linked into bin/: 9.5 GB with its CUDA torch, and `vllm bench serve` runs
+#     without a GPU, offline): the same closed loop against the same fast server, req/s and CPU
+#     per request (their start-up included, so an upper bound).
 #
 #   scripts/bench-ceiling.sh [SECONDS]      (default 10 s per run; SKIP_BUILD=1 uses the binaries
 #                                            in target/release as they are; SECTIONS="1 2 3 4")

@@ -41,7 +41,7 @@ fn cell3(v: Option<f64>) -> String {
 fn row(out: &mut String, name: &str, d: &Distribution) {
     let _ = writeln!(
         out,
-        "  {name:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        "  {name:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>11}",
         cell(d.mean),
         cell(d.p50),
         cell(d.p90),
@@ -77,7 +77,7 @@ pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
     let _ = writeln!(o, "{title}");
     let _ = writeln!(
         o,
-        "  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}",
+        "  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>11}",
         "latency (ms)", "mean", "p50", "p90", "p95", "p99", "n"
     );
     row(&mut o, "TTFT", &s.ttft_ms);
