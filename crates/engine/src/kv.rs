@@ -533,6 +533,13 @@ impl KvManager {
         let mut next = None;
         let n = hashes.len().min(table.blocks.len());
         let start = from.min(n);
+        // a prefill registers many blocks at once: bring in their index slots together, so that
+        // the misses overlap instead of coming one after the other
+        if n - start > 1 {
+            for &h in &hashes[start..n] {
+                self.index.prefetch(h);
+            }
+        }
         for (i, (&b, &h)) in (start..n).zip(table.blocks[start..n].iter().zip(&hashes[start..n])) {
             if !self.meta[b as usize].cached {
                 if self.index.insert_new(h, b) == b {
