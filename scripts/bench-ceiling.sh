@@ -17,6 +17,8 @@
 #     venv of its own, linked into bin/: 9.5 GB with its CUDA torch, and `vllm bench serve` runs
 #     without a GPU, offline): the same closed loop against the same fast server, req/s and CPU
 #     per request (their start-up included, so an upper bound).
+# It ends with the goals (20k req/s on one core, 10× the best peer, TTFT p99 error ≤ 0.5 ms,
+# Poisson 5k req/s with lag p99 ≤ 1 ms) beside what the sections that ran measured.
 #
 #   scripts/bench-ceiling.sh [SECONDS]      (default 10 s per run; SKIP_BUILD=1 uses the binaries
 #                                            in target/release as they are; SECTIONS="1 2 3 4")
@@ -52,26 +54,30 @@ bench() {
 }
 # row KIND LABEL: one line from $OUT/r.json and $OUT/time.txt
 row() {
-  python3 - "$OUT/r.json" "$OUT/time.txt" "$@" <<'PY'
-import json, sys
+  GOALS="$OUT/goals.txt" python3 - "$OUT/r.json" "$OUT/time.txt" "$@" <<'PY'
+import json, os, sys
 doc = json.load(open(sys.argv[1]))
 s = doc["runs"][0]["summary"]
 user, sys_ = map(float, open(sys.argv[2]).read().split()[-2:])
 kind, label = sys.argv[3], sys.argv[4:]
 n = max(s["attempted"], 1)
 cpu = 1e6 * (user + sys_) / n
+goals = open(os.environ["GOALS"], "a")
 if kind == "closed":
+    goals.write(f"closed {s['request_throughput']}\n")
     lc = s.get("load_check") or {}
     inf = lc.get("mean_in_flight")
     print(f"{label[0]:<10} {label[1]:>6} {s['request_throughput']:>10.0f} {('%.1f' % inf if inf is not None else '-'):>10} "
           f"{s['verdict']:>12} {cpu:>12.1f}")
 elif kind == "ttft":
     t = s["ttft_ms"]
+    goals.write(f"ttft {label[0]} {t['p99'] - 50}\n")
     print(f"{label[0]:>6} {s['request_throughput']:>10.0f} {t['p50'] - 50:>+14.3f} {t['p99'] - 50:>+14.3f} {label[1]:>16} {cpu:>12.1f}")
 else:
     offered = float(label[0])
     lag = (s.get("schedule_lag_ms") or {}).get("p99")
     ach = s.get("achieved_rate") or s["request_throughput"]
+    goals.write(f"poisson {offered} {ach} {lag if lag is not None else 'nan'}\n")
     print(f"{offered:>10.0f} {ach:>10.0f} {ach / offered:>9.3f} {('%.3f' % lag if lag is not None else '-'):>12} "
           f"{s['verdict']:>14} {cpu:>12.1f}")
 PY
@@ -129,10 +135,11 @@ if [[ " $SECTIONS " == *" 4 "* ]]; then
     cp ../shared/data/tokenizers/gpt2/* "$TOK"/ 2>/dev/null || true
     printf '%-10s %6s %10s %12s\n' peer users "req/s" "CPU µs/req"
     peer_row() { # NAME USERS: reads $OUT/peer.json (written by the peer) and $OUT/time.txt
-      python3 - "$OUT/time.txt" "$@" <<'PY'
-import json, sys
+      GOALS="$OUT/goals.txt" python3 - "$OUT/time.txt" "$@" <<'PY'
+import json, os, sys
 user, sys_ = map(float, open(sys.argv[1]).read().split()[-2:])
 name, users, rps, n = sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+open(os.environ["GOALS"], "a").write(f"peer {name} {users} {rps}\n")
 print(f"{name:<10} {users:>6} {rps:>10.0f} {1e6 * (user + sys_) / max(n, 1):>12.1f}")
 PY
     }
@@ -168,3 +175,32 @@ PY
     rm -rf "$TOK"
   fi
 fi
+
+# The goals of issue 14 beside what this run measured (from the sections that ran).
+python3 - "$OUT/goals.txt" <<'PY'
+import math, os, sys
+rows = [l.split() for l in open(sys.argv[1])] if os.path.exists(sys.argv[1]) else []
+closed = [float(r[1]) for r in rows if r[0] == "closed"]
+ttft = [(r[1], float(r[2])) for r in rows if r[0] == "ttft"]
+poisson = {float(r[1]): (float(r[2]), float(r[3])) for r in rows if r[0] == "poisson"}
+peers = [(r[1], r[2], float(r[3])) for r in rows if r[0] == "peer" and float(r[3]) > 0]
+out = []
+verdict = lambda ok: "met" if ok else "MISSED"
+if closed:
+    best = max(closed)
+    out.append(("≥ 20,000 streaming req/s on one client core", f"{best:,.0f} req/s (best closed loop)", verdict(best >= 20000)))
+    if peers:
+        name, users, rps = max(peers, key=lambda p: p[2])
+        out.append(("≥ 10× the best peer", f"{best / rps:.1f}× ({name} {rps:,.0f} req/s at {users} users)", verdict(best >= 10 * rps)))
+for users, err in ttft:
+    out.append((f"TTFT p99 error ≤ 0.5 ms ({users} users)", f"{err:+.3f} ms", verdict(abs(err) <= 0.5)))
+if 5000.0 in poisson:
+    ach, lag = poisson[5000.0]
+    ok = ach >= 0.98 * 5000 and not math.isnan(lag) and lag <= 1.0
+    out.append(("Poisson 5k req/s, lag p99 ≤ 1 ms", f"{ach:,.0f} achieved, lag p99 {lag:.3f} ms", verdict(ok)))
+if out:
+    print()
+    print("## goals (issue 14) beside this run")
+    for goal, got, v in out:
+        print(f"{goal:<44} {got:<44} {v}")
+PY
