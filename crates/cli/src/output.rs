@@ -4,8 +4,8 @@
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
 
 use anyhow::Context;
 use goodput_client::{Counters, Observer};
@@ -13,11 +13,13 @@ use goodput_metrics::RequestRecord;
 use goodput_results::{CapacityReport, ResultDoc, Run};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Appends each finished record to the JSONL log (flushed whenever the bookkeeping has caught up:
-/// at least every few milliseconds while records come, and at the end), each sent request to the
-/// exported schedule, and advances the bar.
+/// Appends each finished record to the JSONL log (flushed whenever the bookkeeping has caught up,
+/// at least every [`FLUSH_EVERY`] while records come, at the end, and by [`flush_open_logs`]
+/// before a second Ctrl-C exits), each sent request to the exported schedule, and advances the bar.
 pub struct LiveLog {
-    file: Option<Mutex<BufWriter<File>>>,
+    file: Option<Arc<Mutex<BufWriter<File>>>>,
+    /// When the JSONL log was last flushed.
+    flushed: Mutex<std::time::Instant>,
     schedule: Option<Mutex<BufWriter<File>>>,
     /// The sweep stage records belong to (written as `"stage"` on each JSONL line).
     stage: Option<String>,
@@ -31,6 +33,22 @@ fn create(p: &Path, append: bool) -> anyhow::Result<Mutex<BufWriter<File>>> {
     Ok(Mutex::new(BufWriter::new(f.with_context(|| format!("cannot create {}", p.display()))?)))
 }
 
+/// The longest a finished record waits in the JSONL log's buffer while records keep coming (a
+/// bookkeeping that never empties its queue never says it caught up).
+pub const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The JSONL logs of the live runs, for [`flush_open_logs`].
+static OPEN_LOGS: Mutex<Vec<Weak<Mutex<BufWriter<File>>>>> = Mutex::new(Vec::new());
+
+/// Writes out what the live runs' JSONL logs hold in their buffers: called before the process
+/// exits without unwinding (a second Ctrl-C), so that the log keeps every record finished.
+pub fn flush_open_logs() {
+    let logs = OPEN_LOGS.lock().unwrap_or_else(|e| e.into_inner());
+    for f in logs.iter().filter_map(Weak::upgrade) {
+        let _ = f.lock().unwrap_or_else(|e| e.into_inner()).flush();
+    }
+}
+
 impl LiveLog {
     /// `append`: later stages of a sweep add to the same log.
     pub fn new(
@@ -41,7 +59,12 @@ impl LiveLog {
         total: Option<u64>,
         quiet: bool,
     ) -> anyhow::Result<Self> {
-        let file = jsonl.map(|p| create(p, append)).transpose()?;
+        let file = jsonl.map(|p| create(p, append).map(Arc::new)).transpose()?;
+        if let Some(f) = &file {
+            let mut logs = OPEN_LOGS.lock().unwrap_or_else(|e| e.into_inner());
+            logs.retain(|w| w.strong_count() > 0);
+            logs.push(Arc::downgrade(f));
+        }
         let schedule = schedule.map(|p| create(p, false)).transpose()?;
         let bar = match total {
             Some(n) => ProgressBar::new(n),
@@ -56,7 +79,8 @@ impl LiveLog {
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
         }
-        Ok(LiveLog { file, schedule, stage, bar, recent: Mutex::new((std::time::Instant::now(), 0, 0.0)) })
+        let now = std::time::Instant::now();
+        Ok(LiveLog { file, flushed: Mutex::new(now), schedule, stage, bar, recent: Mutex::new((now, 0, 0.0)) })
     }
 }
 
@@ -121,6 +145,7 @@ impl Observer for LiveLog {
     fn caught_up(&self) {
         if let Some(f) = &self.file {
             let _ = f.lock().expect("log lock").flush();
+            *self.flushed.lock().expect("log lock") = std::time::Instant::now();
         }
     }
 
@@ -141,6 +166,11 @@ impl Observer for LiveLog {
                 None => serde_json::to_writer(&mut *f, r),
             }
             .map(|()| f.write_all(b"\n"));
+            let mut flushed = self.flushed.lock().expect("log lock");
+            if flushed.elapsed() >= FLUSH_EVERY {
+                let _ = f.flush();
+                *flushed = std::time::Instant::now();
+            }
         }
         let done = c.done.load(Ordering::Relaxed);
         // the current rate: completions over the last second or so, not the average since start
@@ -205,4 +235,32 @@ pub fn export_schedule(path: &Path, run: &Run) -> anyhow::Result<()> {
     }
     f.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jsonl_log_is_written_out_while_records_come_and_before_an_exit() {
+        let dir = std::env::temp_dir().join(format!("goodput-livelog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.requests.jsonl");
+        let log = LiveLog::new(Some(&path), None, None, false, None, true).unwrap();
+        let (c, lines) = (Counters::default(), || std::fs::read_to_string(&path).unwrap().lines().count());
+        // a record in the buffer, the bookkeeping not caught up: nothing written yet
+        log.record(&RequestRecord { id: 0, ..Default::default() }, &c);
+        assert_eq!(lines(), 0);
+        // what an exit without unwinding calls first writes it out
+        flush_open_logs();
+        assert_eq!(lines(), 1);
+        // records that keep coming are written out at least every FLUSH_EVERY
+        log.record(&RequestRecord { id: 1, ..Default::default() }, &c);
+        assert_eq!(lines(), 1);
+        std::thread::sleep(FLUSH_EVERY);
+        log.record(&RequestRecord { id: 2, ..Default::default() }, &c);
+        assert_eq!(lines(), 3);
+        drop(log);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -25,6 +25,7 @@ pub fn interrupt_on_ctrl_c() -> Cancel {
             interrupt.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
                 warn!("interrupted again: stopping now (the JSONL log has every record finished so far)");
+                crate::output::flush_open_logs();
                 std::process::exit(130);
             }
         }
