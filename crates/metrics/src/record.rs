@@ -237,3 +237,36 @@ impl RequestRecord {
         self.event_ms.last().copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shift_moves_every_time_of_a_record_and_of_its_attempts() {
+        let attempt = |sent, end| Attempt {
+            sent_ms: sent,
+            end_ms: end,
+            error: RequestError { class: ErrorClass::HttpStatus, message: String::new(), status: Some(503) },
+        };
+        let mut r = RequestRecord {
+            scheduled_ms: 1.0,
+            sent_ms: Some(2.0),
+            written_ms: Some(2.5),
+            headers_ms: Some(3.0),
+            event_ms: vec![4.0, 5.0],
+            end_ms: Some(6.0),
+            attempts: vec![attempt(0.5, 0.75)],
+            ..Default::default()
+        };
+        r.shift(10.0);
+        assert_eq!(r.scheduled_ms, 11.0);
+        assert_eq!((r.sent_ms, r.written_ms, r.headers_ms, r.end_ms), (Some(12.0), Some(12.5), Some(13.0), Some(16.0)));
+        assert_eq!(r.event_ms, vec![14.0, 15.0]);
+        assert_eq!((r.attempts[0].sent_ms, r.attempts[0].end_ms), (10.5, 10.75));
+        // an unknown time stays unknown
+        let mut never = RequestRecord { scheduled_ms: 1.0, ..Default::default() };
+        never.shift(10.0);
+        assert_eq!((never.scheduled_ms, never.sent_ms, never.written_ms), (11.0, None, None));
+    }
+}
