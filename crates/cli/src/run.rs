@@ -12,7 +12,7 @@ use goodput_results::plan::TargetPlan;
 use goodput_stage::{AnyTarget, Control, EmbeddedTarget, SimTarget, Stage, UrlTarget, sweep};
 
 use crate::Outcome;
-use crate::output::{LiveLog, export_schedule, result_doc, write_doc, write_html};
+use crate::output::{LiveLog, export_schedule, result_doc, write_html};
 use crate::plan::{Planned, jsonl_path};
 
 /// Ctrl-C: stop sending, let in-flight requests finish within the grace period, keep results;
@@ -132,15 +132,22 @@ pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> any
     if !measured && let Some(path) = &p.plan.load.export_schedule {
         export_schedule(path, &runs[0])?;
     }
+    let outcome = outcome(&runs);
+    if p.plan.output.out.is_none() && p.html.is_none() {
+        return Ok(outcome);
+    }
+    // one document for both files, the runs moved into it (a large run's records are hundreds
+    // of megabytes: no copy of them)
+    let doc = result_doc(runs, None);
     if let Some(path) = &p.plan.output.out {
-        write_doc(path, runs.clone(), None)?;
+        doc.write(path)?;
         let jsonl = if measured { jsonl_path(&p.plan.output) } else { None };
         say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
     }
     if let Some(path) = &p.html {
-        write_html(path, &result_doc(runs.clone(), None), &source_name(p, command))?;
+        write_html(path, &doc, &source_name(p, command))?;
     }
-    Ok(outcome(&runs))
+    Ok(outcome)
 }
 
 /// What an HTML report of a command's results is called in its title: the result file's name,
