@@ -295,16 +295,22 @@ impl Collector {
 
     /// Adds one finished record.
     pub fn push(&mut self, r: RequestRecord) {
+        self.push_returning(r);
+    }
+
+    /// [`Collector::push`], handing back a record it does not keep (this one, or a kept one it
+    /// replaced) so that its caller may reuse its buffers. Once the summary is one-pass, every
+    /// record is either kept or handed back.
+    pub fn push_returning(&mut self, r: RequestRecord) -> Option<RequestRecord> {
         self.total += 1;
         self.output_tokens += r.output_tokens.unwrap_or(0);
         if let Some(acc) = &mut self.acc {
             acc.add(&r);
-            self.offer(r);
-            return;
+            return self.offer(r);
         }
         if self.total <= self.cap || !streamable(&self.opts) {
             self.records.push(r);
-            return;
+            return None;
         }
         // past the cap: fold what was kept into a one-pass summary and sample from here on
         let mut acc = Acc::new(Some(self.exact_limit.unwrap_or(ONE_PASS_EXACT_LIMIT)));
@@ -316,24 +322,25 @@ impl Collector {
         if self.mode == RecordsMode::None {
             self.records = Vec::new();
         }
-        self.offer(r);
+        self.offer(r)
     }
 
     /// Reservoir sampling (Algorithm R): record number `total` replaces a kept one with
-    /// probability `keep / total`.
-    fn offer(&mut self, r: RequestRecord) {
+    /// probability `keep / total`. Returns the record not kept (this one or the one replaced).
+    fn offer(&mut self, r: RequestRecord) -> Option<RequestRecord> {
         let keep = self.mode.cap().min(self.cap);
         if keep == 0 {
-            return;
+            return Some(r);
         }
         if (self.records.len() as u64) < keep {
             self.records.push(r);
-            return;
+            return None;
         }
         let j = self.rng.below(self.total);
         if j < keep {
-            self.records[j as usize] = r;
+            return Some(std::mem::replace(&mut self.records[j as usize], r));
         }
+        Some(r)
     }
 
     /// The summary, the summary over the whole run when an edge narrowed the window (as
@@ -508,6 +515,21 @@ mod tests {
         assert_ne!(sample(5), sample(6));
         // uniform: the sample spreads over the run, not only its start
         assert!(sample(5).iter().any(|&id| id >= 500));
+    }
+
+    #[test]
+    fn every_record_pushed_is_kept_or_handed_back_once() {
+        let records = run(300);
+        for (mode, cap) in [(RecordsMode::Sample(25), 50), (RecordsMode::None, 10), (RecordsMode::All, 40)] {
+            let mut c = Collector::new(opts(), mode, 2).with_record_cap(cap);
+            let mut back: Vec<u64> = records.iter().filter_map(|r| c.push_returning(r.clone())).map(|r| r.id).collect();
+            let (_, _, kept, _) = c.finish();
+            back.extend(kept.iter().map(|r| r.id));
+            back.sort();
+            // none twice; past the switch to one pass (record `cap` on) none is lost
+            assert!(back.windows(2).all(|w| w[0] < w[1]), "{mode:?}");
+            assert!((cap..300).all(|id| back.binary_search(&id).is_ok()), "{mode:?}");
+        }
     }
 
     #[test]

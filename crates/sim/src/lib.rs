@@ -62,7 +62,10 @@ const REJECT_RTT_S: f64 = 1e-3;
 /// Runs the workload to completion (or its limits) in virtual time, keeping every record.
 pub fn simulate(engine: &mut dyn ServingEngine, cfg: &SimConfig, workload: Workload) -> SimOutcome {
     let mut records = Vec::new();
-    let end = simulate_with(engine, cfg, workload, &mut |r| records.push(r));
+    let end = simulate_with(engine, cfg, workload, &mut |r| {
+        records.push(r);
+        None
+    });
     records.sort_by_key(|r| r.id);
     SimOutcome { records, stats: end.stats, end_s: end.end_s, stop: end.stop }
 }
@@ -77,12 +80,14 @@ pub struct SimEnd {
 }
 
 /// Runs the workload like [`simulate`], handing each record to `sink` as its request finishes
-/// (in completion order) instead of keeping them: memory holds only requests in flight.
+/// (in completion order) instead of keeping them: memory holds only requests in flight. The sink
+/// may hand back a record it has no use for: its event buffers hold the next record's events (a
+/// run of a million requests allocates them for the records kept, not for every one).
 pub fn simulate_with(
     engine: &mut dyn ServingEngine,
     cfg: &SimConfig,
     workload: Workload,
-    sink: &mut dyn FnMut(RequestRecord),
+    sink: &mut dyn FnMut(RequestRecord) -> Option<RequestRecord>,
 ) -> SimEnd {
     Sim::new(cfg, workload, sink).run(engine)
 }
@@ -106,8 +111,10 @@ struct Sim<'a> {
     /// than every request in flight are dropped.
     log: VecDeque<f64>,
     log_base: u64,
-    sink: &'a mut dyn FnMut(RequestRecord),
+    sink: &'a mut dyn FnMut(RequestRecord) -> Option<RequestRecord>,
     emits: Vec<Emit>,
+    /// Event buffers of a record the sink handed back (empty, their capacity kept).
+    spare: (Vec<f64>, Vec<u32>),
 }
 
 /// Where one request's tokens are in the driver's log: runs of consecutive entries, each entry
@@ -157,9 +164,14 @@ impl Track {
         self.runs().map(|r| r.len as u64 * r.tokens as u64).sum()
     }
 
+    /// Log entries it has (its record's events).
+    fn events(&self) -> usize {
+        self.runs().map(|r| r.len as usize).sum()
+    }
+
     /// Appends its events to `r` (`log` holds entries from `log_base` on).
     fn fill(&self, r: &mut RequestRecord, log: &VecDeque<f64>, log_base: u64) {
-        let n: usize = self.runs().map(|r| r.len as usize).sum();
+        let n = self.events();
         r.event_ms.reserve_exact(n);
         r.event_tokens.reserve_exact(n);
         for run in self.runs() {
@@ -171,7 +183,11 @@ impl Track {
 }
 
 impl<'a> Sim<'a> {
-    fn new(cfg: &'a SimConfig, workload: Workload, sink: &'a mut dyn FnMut(RequestRecord)) -> Self {
+    fn new(
+        cfg: &'a SimConfig,
+        workload: Workload,
+        sink: &'a mut dyn FnMut(RequestRecord) -> Option<RequestRecord>,
+    ) -> Self {
         let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
         let machine = LoadMachine::sharded(&cfg.load, bounds, cfg.seed, Box::new(workload), false, cfg.shard);
         Sim {
@@ -184,6 +200,7 @@ impl<'a> Sim<'a> {
             log_base: 0,
             sink,
             emits: Vec::new(),
+            spare: Default::default(),
         }
     }
 
@@ -193,15 +210,30 @@ impl<'a> Sim<'a> {
         let i = (id - self.base) as usize;
         let mut r = self.records[i].take()?;
         let track = std::mem::take(&mut self.tracks[i]);
+        let n = track.events();
+        // the spare buffers, unless they would hold more than twice what this record needs (a
+        // record the sink keeps keeps its buffers)
+        if (n..=2 * n.max(8)).contains(&self.spare.0.capacity()) && self.spare.1.capacity() >= n {
+            (r.event_ms, r.event_tokens) = std::mem::take(&mut self.spare);
+        }
         track.fill(&mut r, &self.log, self.log_base);
         Some(r)
+    }
+
+    /// Hands a finished record to the sink, keeping the event buffers of what it hands back.
+    fn hand_over(&mut self, r: RequestRecord) {
+        if let Some(mut back) = (self.sink)(r) {
+            back.event_ms.clear();
+            back.event_tokens.clear();
+            self.spare = (std::mem::take(&mut back.event_ms), std::mem::take(&mut back.event_tokens));
+        }
     }
 
     /// Hands request `id`'s record to the sink and drops finished records from the front (and
     /// log entries older than every request still in flight).
     fn finish(&mut self, id: u64) {
         let r = self.take(id).expect("finished once");
-        (self.sink)(r);
+        self.hand_over(r);
         while self.records.front().is_some_and(|r| r.is_none()) {
             self.records.pop_front();
             self.tracks.pop_front();
@@ -249,7 +281,7 @@ impl<'a> Sim<'a> {
                     Next::Idle => break None,
                     Next::Done(stop) => {
                         for r in self.flush() {
-                            (self.sink)(r);
+                            self.hand_over(r);
                         }
                         return SimEnd { stats: engine.stats(), end_s: t, stop };
                     }
@@ -279,7 +311,7 @@ impl<'a> Sim<'a> {
                     .into(),
                 status: None,
             });
-            (self.sink)(r);
+            self.hand_over(r);
         }
     }
 
@@ -497,11 +529,31 @@ mod tests {
         let load = Load::Open { arrivals: Arrivals::Poisson { rate: 20.0 }, max_concurrency: None };
         let kept = run(load.clone(), 100, |_| {});
         let mut seen = Vec::new();
-        let end = simulate_with(&mut engine(|_| {}), &cfg(load, Some(100)), workload(512, 128), &mut |r| seen.push(r));
+        let end = simulate_with(&mut engine(|_| {}), &cfg(load, Some(100)), workload(512, 128), &mut |r| {
+            seen.push(r);
+            None
+        });
         assert_eq!(end.stop, kept.stop);
         assert!(seen.windows(2).all(|w| w[0].end_ms <= w[1].end_ms), "handed over as they finish");
         seen.sort_by_key(|r| r.id);
         assert_eq!(seen, kept.records);
+    }
+
+    #[test]
+    fn a_record_handed_back_lends_its_buffers_and_nothing_else() {
+        // lengths vary (natural stops): a record's buffers go to later ones, longer or shorter
+        let load = Load::Open { arrivals: Arrivals::Poisson { rate: 20.0 }, max_concurrency: None };
+        let c = SimConfig { ignore_eos: false, ..cfg(load, Some(200)) };
+        let kept = simulate(&mut engine(|_| {}), &c, workload(512, 128));
+        let mut copies = Vec::new();
+        simulate_with(&mut engine(|_| {}), &c, workload(512, 128), &mut |r| {
+            copies.push(r.clone());
+            Some(r)
+        });
+        copies.sort_by_key(|r| r.id);
+        assert_eq!(copies, kept.records);
+        let lens: std::collections::BTreeSet<usize> = copies.iter().map(|r| r.event_ms.len()).collect();
+        assert!(lens.len() > 20, "lengths vary: {lens:?}");
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl Target for SimTarget {
         // records are summarized as they finish; the document keeps what --records says
         let opts = summary_options(plan, &stage.load);
         let mut collector = Collector::new(opts, plan.output.records, stage.seed);
-        let out = simulate_with(engine.as_mut(), &cfg, workload, &mut |r| collector.push(r));
+        let out = simulate_with(engine.as_mut(), &cfg, workload, &mut |r| collector.push_returning(r));
         let (mut summary, summary_full, records, kept) = collector.finish();
         if kept.is_partial() {
             summary.records_kept = Some(kept);
