@@ -4,8 +4,10 @@
 //! One thread, a current-thread tokio runtime, TCP_NODELAY, no delays: every request to
 //! `/v1/completions` or `/v1/chat/completions` is answered at once with one content event per
 //! token (each its own write) for the request's `max_tokens` (or `tokens` when it gives none), a
-//! usage event and `[DONE]`, over chunked HTTP/1.1 keep-alive. Each response length's bytes are
-//! built once. `GET /v1/models` lists one model. [`FastServer::start_closing`] closes each
+//! usage event and `[DONE]`, over chunked HTTP/1.1 keep-alive; or, with [`Writes::One`], the same
+//! bytes in one write (a server whose own cost per request is as small as it gets: on one core of
+//! a small host, a write per token makes the server, not the client, the limit). Each response
+//! length's bytes are built once. `GET /v1/models` lists one model. [`FastServer::start_closing`] closes each
 //! connection after its streamed response without saying so beforehand, as llama.cpp's server
 //! does.
 
@@ -15,6 +17,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// How a response goes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// The headers, each token's event, and the end, each its own write (as a server streaming
+    /// tokens as they are generated does).
+    PerToken,
+    /// The whole response in one write.
+    One,
+}
 
 /// A running fast server (its thread stops when the process ends, or when dropped).
 pub struct FastServer {
@@ -28,17 +40,33 @@ impl FastServer {
     /// Starts on `127.0.0.1:port` (0: any free port) on a thread of its own; `on_start` runs on
     /// that thread first (e.g. to pin it to a CPU).
     pub fn start(port: u16, tokens: usize, on_start: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
-        Self::spawn(port, tokens, false, on_start)
+        Self::spawn(port, tokens, false, Writes::PerToken, on_start)
+    }
+
+    /// As [`FastServer::start`], writing each response as `writes` says.
+    pub fn start_writing(
+        port: u16,
+        tokens: usize,
+        writes: Writes,
+        on_start: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<Self> {
+        Self::spawn(port, tokens, false, writes, on_start)
     }
 
     /// As [`FastServer::start`] on any free port, closing each connection once its streamed
     /// response is written (a keep-alive response, then the close: the client pools the
     /// connection and may write its next request into it).
     pub fn start_closing(tokens: usize) -> std::io::Result<Self> {
-        Self::spawn(0, tokens, true, || {})
+        Self::spawn(0, tokens, true, Writes::PerToken, || {})
     }
 
-    fn spawn(port: u16, tokens: usize, close: bool, on_start: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
+    fn spawn(
+        port: u16,
+        tokens: usize,
+        close: bool,
+        writes: Writes,
+        on_start: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<Self> {
         let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -51,7 +79,7 @@ impl FastServer {
             rt.block_on(async move {
                 let listener = TcpListener::from_std(listener).expect("listener");
                 tokio::select! {
-                    _ = accept(listener, tokens, close, count) => {}
+                    _ = accept(listener, tokens, close, writes, count) => {}
                     _ = stopped => {}
                 }
             });
@@ -100,20 +128,29 @@ fn response(tokens: usize) -> Vec<Vec<u8>> {
     writes
 }
 
-async fn accept(listener: TcpListener, tokens: usize, close: bool, served: Arc<AtomicU64>) {
+async fn accept(listener: TcpListener, tokens: usize, close: bool, writes: Writes, served: Arc<AtomicU64>) {
     while let Ok((sock, _)) = listener.accept().await {
         let _ = sock.set_nodelay(true);
         let served = Arc::clone(&served);
         tokio::spawn(async move {
-            let _ = serve(sock, tokens, close, &served).await;
+            let _ = serve(sock, tokens, close, writes, &served).await;
         });
     }
 }
 
-/// The response for `tokens` tokens, built once per length (the server has one thread).
-fn cached(tokens: usize) -> Arc<Vec<Vec<u8>>> {
-    thread_local!(static CACHE: std::cell::RefCell<std::collections::HashMap<usize, Arc<Vec<Vec<u8>>>>> = Default::default());
-    CACHE.with(|c| Arc::clone(c.borrow_mut().entry(tokens).or_insert_with(|| Arc::new(response(tokens)))))
+/// The response for `tokens` tokens as its writes, built once per length and way of writing
+/// (the server has one thread).
+fn cached(tokens: usize, writes: Writes) -> Arc<Vec<Vec<u8>>> {
+    type Cache = std::collections::HashMap<(usize, bool), Arc<Vec<Vec<u8>>>>;
+    thread_local!(static CACHE: std::cell::RefCell<Cache> = Default::default());
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let r = c.entry((tokens, writes == Writes::One)).or_insert_with(|| {
+            let parts = response(tokens);
+            Arc::new(if writes == Writes::One { vec![parts.concat()] } else { parts })
+        });
+        Arc::clone(r)
+    })
 }
 
 /// The `max_tokens` of a JSON request body, found without parsing it all.
@@ -130,6 +167,7 @@ async fn serve(
     mut sock: tokio::net::TcpStream,
     default_tokens: usize,
     close: bool,
+    writes: Writes,
     served: &AtomicU64,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
@@ -171,7 +209,7 @@ async fn serve(
             sock.write_all(resp.as_bytes()).await?;
             continue;
         }
-        for w in cached(tokens).iter() {
+        for w in cached(tokens, writes).iter() {
             sock.write_all(w).await?;
         }
         served.fetch_add(1, Ordering::Relaxed);
@@ -193,5 +231,43 @@ pub fn pin_to(cpu: usize) -> bool {
     {
         let _ = cpu;
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    /// One request over a plain socket; the response's bytes up to its closing chunk.
+    fn exchange(server: &FastServer, max_tokens: usize) -> Vec<u8> {
+        let mut sock = std::net::TcpStream::connect(server.addr).unwrap();
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let body = format!(r#"{{"model":"fast","prompt":"hi","max_tokens":{max_tokens},"stream":true}}"#);
+        let head = format!("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n", body.len());
+        sock.write_all(format!("{head}{body}").as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !out.ends_with(b"0\r\n\r\n") {
+            let n = sock.read(&mut buf).unwrap();
+            assert!(n > 0, "closed early after {} bytes", out.len());
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    #[test]
+    fn one_write_sends_the_same_bytes_as_a_write_per_token() {
+        let per_token = FastServer::start(0, 16, || {}).unwrap();
+        let one = FastServer::start_writing(0, 16, Writes::One, || {}).unwrap();
+        for n in [1, 5] {
+            let (a, b) = (exchange(&per_token, n), exchange(&one, n));
+            assert_eq!(a, b);
+            let events = String::from_utf8(a).unwrap().matches("data: ").count();
+            assert_eq!(events, n + 2, "{n} token events, the usage event and [DONE]");
+        }
+        assert_eq!(cached(5, Writes::One).len(), 1);
+        assert_eq!(cached(5, Writes::PerToken).len(), 5 + 2, "headers, 5 tokens, the end");
     }
 }
