@@ -156,6 +156,7 @@ pub fn deserialize_tokens<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::RequestRecord;
 
     #[test]
     fn deltas_round_as_f64_round_does() {
@@ -165,7 +166,6 @@ mod tests {
         assert_eq!(round_i64(f64::NAN), 0);
         assert_eq!(round_i64(1e300), i64::MAX);
     }
-    use crate::record::RequestRecord;
 
     fn rec() -> RequestRecord {
         RequestRecord {
