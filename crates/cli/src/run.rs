@@ -163,21 +163,19 @@ pub fn source_name(p: &Planned, command: &str) -> String {
 
 /// A line when the result document holds fewer records than the run produced (`--records`).
 pub fn records_note(run: &Run) -> String {
-    match &run.summary.records_kept {
-        Some(k) => format!(
-            "  records      the result document keeps {} of {} records (--records {}{}; the summary counts all){}\n",
-            k.kept,
-            k.total,
-            k.mode,
-            if k.mode == "all" { ": a seeded sample past 100000" } else { "" },
-            if matches!(run.target, goodput_results::Target::Sim { .. }) {
-                ""
-            } else {
-                "; the JSONL log has every one"
-            }
-        ),
-        None => String::new(),
-    }
+    let Some(k) = &run.summary.records_kept else { return String::new() };
+    let mode = run.plan.output.records;
+    format!(
+        "  records      the result document keeps {} of {} records (--records {mode}{}; the summary counts all){}\n",
+        k.kept,
+        k.total,
+        if mode == goodput_metrics::RecordsMode::All {
+            format!(": a seeded sample past {}", goodput_metrics::DEFAULT_RECORD_CAP)
+        } else {
+            String::new()
+        },
+        if matches!(run.target, goodput_results::Target::Sim { .. }) { "" } else { "; the JSONL log has every one" }
+    )
 }
 
 /// Why a run stopped before its plan's end, when it did.
@@ -205,5 +203,38 @@ pub fn outcome(runs: &[Run]) -> Outcome {
         Outcome::Failed
     } else {
         Outcome::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_metrics::RecordsKept;
+    use goodput_results::ResultDoc;
+
+    fn fixture_run(name: &str) -> Run {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/results").join(name);
+        ResultDoc::read(&p).expect("fixture reads").runs.remove(0)
+    }
+
+    #[test]
+    fn the_records_line_says_what_the_document_keeps_and_where_the_rest_is() {
+        let mut bench = fixture_run("v1-bench-before-run-ids.json");
+        bench.summary.records_kept = None;
+        assert_eq!(records_note(&bench), "");
+        bench.summary.records_kept = Some(RecordsKept { mode: "all".into(), kept: 100_000, total: 250_000 });
+        assert_eq!(
+            records_note(&bench),
+            "  records      the result document keeps 100000 of 250000 records (--records all: a seeded sample \
+             past 100000; the summary counts all); the JSONL log has every one\n"
+        );
+        // a simulated run has no JSONL log; a sample asked for is not explained as the default's
+        let mut sim = fixture_run("v1-sim-before-run-ids.json");
+        sim.plan.output.records = goodput_metrics::RecordsMode::Sample(500);
+        sim.summary.records_kept = Some(RecordsKept { mode: "sample".into(), kept: 500, total: 2_000 });
+        assert_eq!(
+            records_note(&sim),
+            "  records      the result document keeps 500 of 2000 records (--records sample:500; the summary counts all)\n"
+        );
     }
 }

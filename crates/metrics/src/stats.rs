@@ -340,8 +340,9 @@ pub struct Distribution {
     pub p95_ci: Option<[Option<f64>; 2]>,
     #[serde(default)]
     pub p99_ci: Option<[Option<f64>; 2]>,
-    /// Present when the samples passed the exact-sample limit (1M entries per metric) and were
-    /// sketched: the method and its relative error bound. Absent: every statistic is exact.
+    /// Present when the samples passed the exact-sample limit (1M entries per metric; 100k in a
+    /// one-pass summary, `ONE_PASS_EXACT_LIMIT`) and were sketched: the method and its relative
+    /// error bound. Absent: every statistic is exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Estimate>,
 }

@@ -76,6 +76,16 @@ impl std::str::FromStr for RecordsMode {
     }
 }
 
+/// As `--records` takes it: `all`, `none`, `sample:N`.
+impl std::fmt::Display for RecordsMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordsMode::Sample(n) => write!(f, "sample:{n}"),
+            m => f.write_str(m.name()),
+        }
+    }
+}
+
 /// What the result document's `requests` hold.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordsKept {
@@ -574,6 +584,11 @@ mod tests {
         let e = "sample:0".parse::<RecordsMode>().unwrap_err().to_string();
         assert!(e.contains("sample:N"), "{e}");
         assert!("some".parse::<RecordsMode>().is_err());
+        // shown as the flag takes it
+        for m in [RecordsMode::All, RecordsMode::None, RecordsMode::Sample(500)] {
+            assert_eq!(m.to_string().parse::<RecordsMode>().unwrap(), m);
+        }
+        assert_eq!(RecordsMode::Sample(500).to_string(), "sample:500");
         let _ = PercentileMethod::Linear;
     }
 }

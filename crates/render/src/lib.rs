@@ -51,6 +51,23 @@ fn row(out: &mut String, name: &str, d: &Distribution) {
     );
 }
 
+/// The line under the latency table naming the rows whose percentiles were read off a sketch
+/// (too many samples to keep exactly), with the sketch's error bound; empty when all are exact.
+fn sketch_note(rows: &[(&str, &Distribution)]) -> String {
+    let sketched: Vec<(&str, f64)> =
+        rows.iter().filter_map(|(name, d)| d.estimate.as_ref().map(|e| (*name, e.relative_error))).collect();
+    if sketched.is_empty() {
+        return String::new();
+    }
+    let bound = sketched.iter().map(|s| s.1).fold(0.0, f64::max);
+    let names: Vec<&str> = sketched.iter().map(|s| s.0).collect();
+    format!(
+        "  estimated: {} (too many samples to keep): percentiles from a log-linear sketch, within {:.2}% of exact; n, mean, min and max are exact\n",
+        names.join(", "),
+        bound * 100.0
+    )
+}
+
 /// Whether two means differ by more than 5%.
 fn differs(a: &Distribution, b: &Distribution) -> bool {
     match (a.mean, b.mean) {
@@ -80,30 +97,34 @@ pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
         "  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>11}",
         "latency (ms)", "mean", "p50", "p90", "p95", "p99", "n"
     );
-    row(&mut o, "TTFT", &s.ttft_ms);
+    let mut rows: Vec<(&str, &Distribution)> = vec![("TTFT", &s.ttft_ms)];
     if differs(&s.ttft_ms, &s.ttft_sched_ms) {
-        row(&mut o, "TTFT (sched)", &s.ttft_sched_ms);
+        rows.push(("TTFT (sched)", &s.ttft_sched_ms));
     }
     if let (Some(first), Some(later)) = (&s.ttft_first_turn_ms, &s.ttft_later_turns_ms) {
-        row(&mut o, "TTFT turn 1", first);
-        row(&mut o, "TTFT turns 2+", later);
+        rows.push(("TTFT turn 1", first));
+        rows.push(("TTFT turns 2+", later));
     }
-    row(&mut o, "TPOT", &s.tpot_ms);
-    row(&mut o, ITL_PER_TOKEN, &s.itl_ms);
+    rows.push(("TPOT", &s.tpot_ms));
+    rows.push((ITL_PER_TOKEN, &s.itl_ms));
     let chunks = s.chunk_itl_ms.n > 0;
     if chunks {
-        row(&mut o, ITL_PER_CHUNK, &s.chunk_itl_ms);
+        rows.push((ITL_PER_CHUNK, &s.chunk_itl_ms));
     }
-    row(&mut o, "E2E", &s.e2e_ms);
+    rows.push(("E2E", &s.e2e_ms));
     if differs(&s.e2e_ms, &s.e2e_sched_ms) {
-        row(&mut o, "E2E (sched)", &s.e2e_sched_ms);
+        rows.push(("E2E (sched)", &s.e2e_sched_ms));
     }
     if differs(&s.e2e_ms, &s.stream_close_ms) {
-        row(&mut o, "stream close", &s.stream_close_ms);
+        rows.push(("stream close", &s.stream_close_ms));
+    }
+    for (name, d) in &rows {
+        row(&mut o, name, d);
     }
     if chunks {
         let _ = writeln!(o, "{ITL_NOTE}");
     }
+    o.push_str(&sketch_note(&rows));
     let _ = writeln!(o);
     let _ = writeln!(
         o,

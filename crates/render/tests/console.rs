@@ -1,9 +1,10 @@
 //! The console report on the checked-in result documents: both ITLs labelled (token-level and
-//! chunk ITL, vLLM's "ITL"), a simulated run without the client-only lines, and the sweep table's
-//! SLO columns.
+//! chunk ITL, vLLM's "ITL"), a simulated run without the client-only lines, the sweep table's
+//! SLO columns, and the note that names the rows read off a sketch.
 
 use std::path::Path;
 
+use goodput_metrics::{Estimate, EstimateMethod};
 use goodput_render::{ITL_NOTE, ITL_PER_CHUNK, ITL_PER_TOKEN, render_run, render_sweep};
 use goodput_results::ResultDoc;
 
@@ -32,6 +33,23 @@ fn both_itls_are_shown_and_labelled() {
     assert!(text.contains(ITL_NOTE) && ITL_NOTE.contains("vLLM reports as ITL"));
     // no bare "ITL" row any more
     assert!(!text.lines().any(|l| l.trim_start().starts_with("ITL ") && !l.contains("(per ")), "{text}");
+}
+
+#[test]
+fn sketched_rows_are_named_with_their_error_bound() {
+    let doc = fixture("v1-bench-before-run-ids.json");
+    let mut run = doc.runs[0].clone();
+    // an exact run has no such line
+    assert!(!render_run("bench", &run).contains("estimated:"));
+    let sketch = Some(Estimate { method: EstimateMethod::LogLinear, relative_error: 1.0 / 128.0 });
+    run.summary.itl_ms.estimate = sketch;
+    run.summary.chunk_itl_ms.estimate = sketch;
+    let text = render_run("bench", &run);
+    let note = line(&text, "estimated:");
+    // both sketched rows, in table order; 1/128 = 0.78125% shown to two places
+    assert!(note.contains(&format!("estimated: {ITL_PER_TOKEN}, {ITL_PER_CHUNK} (")), "{note}");
+    assert!(note.contains("within 0.78% of exact") && note.contains("n, mean, min and max are exact"), "{note}");
+    assert!(!note.contains("TTFT"), "{note}");
 }
 
 #[test]
