@@ -97,10 +97,13 @@ fn a_server_faster_than_the_client_gets_its_64_users() {
         // did, about one of 64 was). A client saturated by a faster server still, rightly, falls
         // short and says client_bound: a reply ends when its last bytes arrived (the kernel's
         // stamp), and the time it then waits to be read is the client's, not the server's. How
-        // far short depends on how saturated the client is and on the machine's noise (46-63 of
-        // 64 in a debug build here; 60-63 in release), so the bound only tells the two designs
-        // apart; bench-ceiling.sh measures the rest.
-        assert!(in_flight >= 0.25 * USERS, "only {in_flight:.1} of 64 users in flight");
+        // far short depends on how much faster than the client the server is, and on the
+        // machine's noise: 46-63 of 64 in a debug build on an AMD EPYC host, where this server
+        // (a write per token) was itself near its limit; 8.7-9.0 on a Sapphire Rapids host, where
+        // it outpaced the debug client (19k req/s, each user waiting about 3 ms for the client to
+        // read its reply and send again). The bound only tells the two designs apart;
+        // bench-ceiling.sh measures the rest.
+        assert!(in_flight >= USERS / 16.0, "only {in_flight:.1} of 64 users in flight");
     }
 }
 
