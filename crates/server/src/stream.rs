@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use std::time::Instant;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::driver::TokenEvent;
 use crate::openai::{ApiError, Chunks};
@@ -21,7 +22,7 @@ pub(crate) enum Phase {
 pub(crate) struct TokenStream {
     pub(crate) state: AppState,
     pub(crate) id: u64,
-    pub(crate) rx: tokio::sync::mpsc::UnboundedReceiver<TokenEvent>,
+    pub(crate) rx: UnboundedReceiver<TokenEvent>,
     pub(crate) chunks: Chunks,
     pub(crate) rng: rand_chacha::ChaCha8Rng,
     pub(crate) arrived: Instant,
@@ -35,6 +36,21 @@ pub(crate) struct TokenStream {
     pub(crate) done: bool,
 }
 
+/// `first` and the events already queued behind it, up to the last: the iterations that ended
+/// while this stream waited to be written go out as one chunk (as vLLM's output collector merges
+/// the outputs of a request its consumer has not taken yet). Their tokens together, whether the
+/// last of them finished the request, and when the first was released (so that the emit-time
+/// error counts from the earliest).
+fn merge_ready(first: TokenEvent, rx: &mut UnboundedReceiver<TokenEvent>) -> (u32, bool, Instant) {
+    let TokenEvent::Tokens { mut n, mut finished, at } = first;
+    while !finished {
+        let Ok(TokenEvent::Tokens { n: more, finished: last, .. }) = rx.try_recv() else { break };
+        n += more;
+        finished = last;
+    }
+    (n, finished, at)
+}
+
 impl TokenStream {
     fn words(&mut self, n: u32) -> String {
         self.state.0.tokenizer.words_text(n as usize, &mut self.rng)
@@ -43,7 +59,8 @@ impl TokenStream {
     /// Waits for the next engine event; returns its text, its tokens, whether it was the last, and
     /// when the engine released it.
     async fn tokens(&mut self) -> Option<(String, u32, bool, Instant)> {
-        let TokenEvent::Tokens { n, finished, at } = self.rx.recv().await?;
+        let first = self.rx.recv().await?;
+        let (n, finished, at) = merge_ready(first, &mut self.rx);
         let now = Instant::now();
         let m = &self.state.0.metrics;
         if self.last.is_none() {
@@ -123,5 +140,35 @@ impl Drop for TokenStream {
         if let Some(t) = self.trace.take() {
             self.state.0.traces.lock().expect("traces").push(t);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ev(n: u32, at: Instant, finished: bool) -> TokenEvent {
+        TokenEvent::Tokens { n, at, finished }
+    }
+
+    #[test]
+    fn queued_iterations_go_out_as_one_chunk_up_to_the_last() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let t0 = Instant::now();
+        let (t1, t2) = (t0 + Duration::from_millis(5), t0 + Duration::from_millis(10));
+        // nothing queued behind: the event alone
+        assert_eq!(merge_ready(ev(1, t0, false), &mut rx), (1, false, t0));
+        // two iterations queued behind the first: 1 + 2 + 1 tokens, released at the first's time
+        tx.send(ev(2, t1, false)).unwrap();
+        tx.send(ev(1, t2, false)).unwrap();
+        assert_eq!(merge_ready(ev(1, t0, false), &mut rx), (4, false, t0));
+        assert!(rx.try_recv().is_err());
+        // the last event ends the merge; a finished first takes nothing more
+        tx.send(ev(3, t1, true)).unwrap();
+        tx.send(ev(9, t2, false)).unwrap();
+        assert_eq!(merge_ready(ev(1, t0, false), &mut rx), (4, true, t0));
+        assert_eq!(merge_ready(ev(1, t0, true), &mut rx), (1, true, t0));
+        assert_eq!(rx.try_recv().unwrap(), ev(9, t2, false));
     }
 }
