@@ -475,13 +475,14 @@ pub struct SimArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Base URL of an OpenAI-compatible server (http://HOST:PORT, with or without /v1).
+    /// Base URL of an OpenAI-compatible server (http://HOST:PORT, with or without /v1; a full
+    /// endpoint URL such as http://HOST:PORT/v1/chat/completions also picks --api).
     #[arg(long)]
     pub url: Option<String>,
 
-    /// Which endpoint to call.
-    #[arg(long, value_parser = api_parser(), default_value = "completions")]
-    pub api: Api,
+    /// Which endpoint to call [default: completions, or the one --url names].
+    #[arg(long, value_parser = api_parser())]
+    pub api: Option<Api>,
 
     /// With --url: the model name to request (default: the first id from GET /v1/models).
     /// Without: the catalog model the embedded engine serves (default llama-3.1-8b).
@@ -509,6 +510,11 @@ pub struct BenchArgs {
     /// Default 0: each request is sent exactly once.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub retries: u32,
+
+    /// The largest one stream event may be (e.g. 16MiB, 512KiB, 1000000): a larger one fails
+    /// its request (`event_too_large`) instead of being counted as tokens.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB")]
+    pub max_event_size: String,
 
     /// Scrape the server's Prometheus metrics during the run (running, waiting, KV usage, prefix
     /// cache, preemptions, generated tokens; vLLM, SGLang, TGI and llama.cpp names), store them
@@ -708,9 +714,14 @@ pub struct TimeoutArgs {
     /// Time allowed from sending until the first content event.
     #[arg(long, value_name = "DURATION", default_value = "300s")]
     pub timeout_first_token: String,
-    /// Longest allowed silence between stream events once content has started.
+    /// Longest allowed silence between stream events once content has started (keep-alive
+    /// comments and bytes that complete no event do not end a silence).
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub timeout_idle: String,
+    /// Longest allowed silence in bytes once content has started (comments count) [default:
+    /// --timeout-idle].
+    #[arg(long, value_name = "DURATION")]
+    pub timeout_stall: Option<String>,
     /// Longest allowed request, end to end.
     #[arg(long, value_name = "DURATION", default_value = "30m")]
     pub timeout_total: String,

@@ -82,7 +82,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<Outcome> {
         .files
         .iter()
         .map(|p| {
-            let doc = ResultDoc::read(p).map_err(|e| UsageError(e.to_string()))?;
+            let doc = crate::plan::read_doc(p)?;
             Ok((p.display().to_string(), doc))
         })
         .collect::<Result<_, UsageError>>()?;

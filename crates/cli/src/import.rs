@@ -30,7 +30,7 @@ pub fn run(a: ImportArgs) -> anyhow::Result<Outcome> {
         apply_slo(r, &slo).map_err(|e| UsageError(format!("--slo: {e}")))?;
     }
     let doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), runs);
-    doc.write(&a.out)?;
+    crate::output::write_result(&doc, &a.out)?;
     if !a.quiet {
         for run in &doc.runs {
             say!("{}\n", goodput_render::render_run("import", run));

@@ -18,7 +18,6 @@
 
 use std::fmt::Write as _;
 
-use anyhow::Context;
 use clap::{Args, Parser};
 use serde_json::{Value, json};
 
@@ -222,24 +221,46 @@ fn parse_bench(args: &[String]) -> Result<BenchArgs, UsageError> {
     }
 }
 
+/// The largest result document a pod prints to its log. The kubelet rotates container logs at
+/// 10 MiB by default (`containerLogMaxSize`) and `kubectl logs` shows only the current file, so
+/// a larger document (a 100k-record shard is about 150 MB) would reach the log cut; it stays in
+/// the pod, which waits to be copied from ([`COLLECT_WAIT_S`]).
+pub const LOG_LIMIT_BYTES: u64 = 8 * 1024 * 1024;
+
+/// How long a pod whose document is too large for its log waits for `kubectl cp` (then for
+/// `/results/collected`), seconds.
+pub const COLLECT_WAIT_S: u64 = 3600;
+
 /// The shell script each pod runs (`/bin/sh -c`): the plan's arguments from the ConfigMap, then
-/// the shard's, then the result document between markers.
+/// the shard's; then the result document between markers in the log when it is small enough for
+/// the log ([`LOG_LIMIT_BYTES`]), else a line saying so, and the pod waits (up to
+/// [`COLLECT_WAIT_S`]) for the file to be copied out and `/results/collected` to be touched.
 fn script() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "set -u");
     let _ = writeln!(s, "I=\"$JOB_COMPLETION_INDEX\"");
+    let _ = writeln!(s, "OUT=\"/results/shard-$I.json\"");
     let _ = writeln!(s, "set --");
     let _ = writeln!(s, "while IFS= read -r a || [ -n \"$a\" ]; do set -- \"$@\" \"$a\"; done < /etc/goodput/args");
+    let _ = writeln!(s, "goodput bench \"$@\" --shard \"$I/$SHARDS\" --start-at \"$START_AT\" --out \"$OUT\" -q");
+    let _ = writeln!(s, "rc=$?");
+    let _ = writeln!(s, "[ -f \"$OUT\" ] || exit $rc");
+    let _ = writeln!(s, "size=$(wc -c < \"$OUT\")");
+    let _ = writeln!(s, "if [ \"$size\" -le {LOG_LIMIT_BYTES} ]; then");
+    let _ = writeln!(s, "  echo \"=== goodput shard $I begin ===\"");
+    let _ = writeln!(s, "  cat \"$OUT\"");
+    let _ = writeln!(s, "  echo \"=== goodput shard $I end ===\"");
+    let _ = writeln!(s, "  exit $rc");
+    let _ = writeln!(s, "fi");
     let _ = writeln!(
         s,
-        "goodput bench \"$@\" --shard \"$I/$SHARDS\" --start-at \"$START_AT\" --out \"/results/shard-$I.json\" -q"
+        "echo \"=== goodput shard $I in $OUT ($size bytes, over the log's {LOG_LIMIT_BYTES}): kubectl cp it, then touch /results/collected ===\""
     );
-    let _ = writeln!(s, "rc=$?");
-    let _ = writeln!(s, "if [ -f \"/results/shard-$I.json\" ]; then");
-    let _ = writeln!(s, "  echo \"=== goodput shard $I begin ===\"");
-    let _ = writeln!(s, "  cat \"/results/shard-$I.json\"");
-    let _ = writeln!(s, "  echo \"=== goodput shard $I end ===\"");
-    let _ = writeln!(s, "fi");
+    let _ = writeln!(s, "waited=0");
+    let _ = writeln!(
+        s,
+        "while [ ! -f /results/collected ] && [ \"$waited\" -lt {COLLECT_WAIT_S} ]; do sleep 5; waited=$((waited + 5)); done"
+    );
     let _ = writeln!(s, "exit $rc");
     s
 }
@@ -321,19 +342,139 @@ pub fn yaml(p: &K8sPlan) -> anyhow::Result<String> {
         p.resources.cpu_millis, p.resources.memory_mib, p.resources.streams
     );
     let _ = writeln!(out, "# apply:   kubectl{ns} apply -f manifests.yaml");
-    let _ = writeln!(out, "# wait:    kubectl{ns} wait --for=condition=complete job/{} --timeout=24h", p.name);
+    let _ =
+        writeln!(out, "# wait:    every pod has printed its result line (a small shard completes; a large one waits)");
     let _ = writeln!(
         out,
-        "# collect: for i in $(seq 0 {}); do kubectl{ns} logs \"$(kubectl{ns} get pods -l job-name={},batch.kubernetes.io/job-completion-index=$i -o name)\" | sed -n '/^=== goodput shard [0-9]* begin ===$/,/^=== goodput shard [0-9]* end ===$/p' | sed '1d;$d' > shard-$i.json; done",
-        p.shards - 1,
+        "# collect: a shard's document up to {} MiB is in its log; a larger one stays in the pod for up to {} h:",
+        LOG_LIMIT_BYTES >> 20,
+        COLLECT_WAIT_S / 3600
+    );
+    let _ = writeln!(out, "#   for i in $(seq 0 {}); do", p.shards - 1);
+    let _ = writeln!(
+        out,
+        "#     pod=$(kubectl{ns} get pods -l job-name={},batch.kubernetes.io/job-completion-index=$i -o name)",
         p.name
     );
+    let _ = writeln!(out, "#     if kubectl{ns} logs \"$pod\" | grep -q \"^=== goodput shard $i begin ===$\"; then");
+    let _ = writeln!(
+        out,
+        "#       kubectl{ns} logs \"$pod\" | sed -n '/^=== goodput shard [0-9]* begin ===$/,/^=== goodput shard [0-9]* end ===$/p' | sed '1d;$d' > shard-$i.json"
+    );
+    let _ = writeln!(out, "#     else");
+    let _ = writeln!(
+        out,
+        "#       kubectl{ns} cp \"${{pod#pod/}}:/results/shard-$i.json\" shard-$i.json && kubectl{ns} exec \"${{pod#pod/}}\" -- touch /results/collected"
+    );
+    let _ = writeln!(out, "#     fi");
+    let _ = writeln!(out, "#   done");
     let _ = writeln!(out, "# merge:   goodput merge shard-*.json --out all.json");
     out.push_str("---\n");
-    out.push_str(&serde_norway::to_string(&cm).context("cannot write the ConfigMap as YAML")?);
+    out.push_str(&to_yaml(&cm));
     out.push_str("---\n");
-    out.push_str(&serde_norway::to_string(&job).context("cannot write the Job as YAML")?);
+    out.push_str(&to_yaml(&job));
     Ok(out)
+}
+
+/// A JSON value as block YAML in which every string is quoted (or a literal block), so that no
+/// YAML reader takes a timestamp, a number or `yes` for anything but a string.
+pub fn to_yaml(v: &Value) -> String {
+    let mut out = String::new();
+    yaml_node(&mut out, v, 0);
+    out
+}
+
+/// A mapping key as plain YAML where that is unambiguous, else quoted.
+fn yaml_key(k: &str) -> String {
+    let plain = !k.is_empty()
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c))
+        && k.starts_with(|c: char| c.is_ascii_alphabetic());
+    if plain { k.to_string() } else { yaml_string(k) }
+}
+
+/// A string scalar, double-quoted (JSON's escapes are YAML's).
+fn yaml_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// A scalar, or `None` for a mapping or sequence.
+fn yaml_scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => Some("null".into()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(yaml_string(s)),
+        Value::Array(a) if a.is_empty() => Some("[]".into()),
+        Value::Object(o) if o.is_empty() => Some("{}".into()),
+        _ => None,
+    }
+}
+
+/// A multi-line string as a literal block (`|`, `|-` or `|+` by its trailing line breaks), when
+/// every line can stand in one: no leading blank, no tab, no carriage return.
+fn literal_block(s: &str, indent: usize) -> Option<String> {
+    if !s.contains('\n') || s.contains('\r') || s.contains('\t') || s.starts_with([' ', '\n']) {
+        return None;
+    }
+    let body = s.trim_end_matches('\n');
+    let chomp = match s.len() - body.len() {
+        0 => "-",
+        1 => "",
+        _ => "+",
+    };
+    let pad = " ".repeat(indent);
+    let mut out = format!("|{chomp}\n");
+    for line in s.strip_suffix('\n').unwrap_or(s).split('\n') {
+        if line.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&pad);
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Some(out)
+}
+
+fn yaml_node(out: &mut String, v: &Value, indent: usize) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(o) if !o.is_empty() => {
+            for (k, x) in o {
+                out.push_str(&pad);
+                out.push_str(&yaml_key(k));
+                out.push(':');
+                yaml_child(out, x, indent);
+            }
+        }
+        Value::Array(a) if !a.is_empty() => {
+            for x in a {
+                out.push_str(&pad);
+                out.push('-');
+                yaml_child(out, x, indent);
+            }
+        }
+        _ => {
+            out.push_str(&pad);
+            out.push_str(&yaml_scalar(v).unwrap_or_default());
+            out.push('\n');
+        }
+    }
+}
+
+/// What follows `key:` or `-` at `indent`.
+fn yaml_child(out: &mut String, x: &Value, indent: usize) {
+    if let Some(block) = x.as_str().and_then(|s| literal_block(s, indent + 2)) {
+        out.push(' ');
+        out.push_str(&block);
+    } else if let Some(scalar) = yaml_scalar(x) {
+        out.push(' ');
+        out.push_str(&scalar);
+        out.push('\n');
+    } else {
+        out.push('\n');
+        yaml_node(out, x, indent + 2);
+    }
 }
 
 pub fn run(a: K8sArgs) -> anyhow::Result<Outcome> {
@@ -376,6 +517,22 @@ mod tests {
         assert_eq!(p.start_at, "1970-01-01T00:02:00.000000000Z");
         let a = args(&["--shards", "2", "--image", "g", "--plan-from", "--concurrency 8 --requests 100"]);
         assert_eq!(plan(&a, 0).unwrap().args, ["--concurrency", "8", "--requests", "100"]);
+    }
+
+    #[test]
+    fn yaml_strings_stay_strings() {
+        let v = serde_json::json!({
+            "a": "2026-12-05T09:04:35.379860176Z",
+            "b": ["yes", "no", "null", "1e3", "", "0x10", "a: b", "# not a comment", "~"],
+            "c": { "script": "set -u\nline two\n", "no-newline": "x\ny", "two": "x\n\n", "lead": " x\ny" },
+            "n": 4, "t": true, "e": {}, "l": [],
+            "app.kubernetes.io/name": "goodput", "9lives": 1,
+        });
+        let text = to_yaml(&v);
+        assert!(text.contains("a: \"2026-12-05T09:04:35.379860176Z\"\n"), "{text}");
+        assert!(text.contains("  script: |\n    set -u\n    line two\n"), "{text}");
+        let back: serde_norway::Value = serde_norway::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_value(back).unwrap(), v, "{text}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 the run completed (failed requests are reported, not fatal); 1 no request
 //! succeeded, `--max-errors` stopped the run, or the target could not be used; 2 invalid usage
-//! (one line naming the flag or file); 130 interrupted with Ctrl-C (results are still written).
+//! (one line naming the flag or file); 130 interrupted with Ctrl-C, 143 with SIGTERM (results are
+//! still written).
 
 /// Prints to stdout, ignoring a closed pipe (`goodput … | head` must not panic).
 macro_rules! say {
@@ -26,6 +27,7 @@ pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod import;
+pub mod jsonl;
 pub mod k8s;
 pub mod merge;
 pub mod output;
@@ -56,6 +58,9 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    // Every connection is a file: the soft open-file limit goes up to the hard one (`bench`
+    // also checks its connections fit before sending anything).
+    goodput_client::limits::raise_fd_limit();
     // The load generator's workers get precedence over anything else on the machine (best effort).
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if !matches!(cli.command, args::Command::Serve(_)) {
@@ -93,7 +98,8 @@ fn exit_code(result: anyhow::Result<Outcome>) -> i32 {
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Failed) => 1,
-        Ok(Outcome::Interrupted) => 130,
+        // 130 after Ctrl-C, 143 after SIGTERM
+        Ok(Outcome::Interrupted) => 128 + run::INTERRUPT_SIGNAL.load(std::sync::atomic::Ordering::Relaxed),
         Err(e) => {
             if let Some(u) = e.downcast_ref::<plan::UsageError>() {
                 warn!("goodput: {u}");

@@ -7,8 +7,8 @@
 //! combined and ranked, and the Pareto front found, by the planner's own
 //! [`crate::planner::rank_and_front`].
 //!
-//! Exit codes: 0 merged; 1 refused (one line naming the file: unreadable, not a shard, another
-//! plan or seed, a duplicate or missing shard, mixed shard counts); 2 invalid usage.
+//! Exit codes: 0 merged; 2 refused (one line naming the file: unreadable, not a shard, another
+//! plan or seed, a duplicate or missing shard, mixed shard counts) or invalid usage.
 
 use std::path::PathBuf;
 
@@ -44,29 +44,17 @@ pub fn run(a: MergeArgs) -> anyhow::Result<Outcome> {
     let mut files = Vec::with_capacity(a.files.len());
     for f in &a.files {
         let name = f.display().to_string();
-        match ResultDoc::read(f) {
-            Ok(doc) => files.push(ShardFile { name, doc }),
-            Err(e) => {
-                warn!("goodput merge: refused: {e}");
-                return Ok(Outcome::Failed);
-            }
-        }
+        files.push(ShardFile { name, doc: crate::plan::read_doc(f).map_err(|e| refused(e.0))? });
     }
     if files.iter().any(|f| f.doc.plan.is_some()) {
         return merge_plans(&a, &files);
     }
-    let merged = match merge_shards(&files, a.allow_partial) {
-        Ok(m) => m,
-        Err(e) => {
-            warn!("goodput merge: refused: {e}");
-            return Ok(Outcome::Failed);
-        }
-    };
+    let merged = merge_shards(&files, a.allow_partial).map_err(refused)?;
     for n in &merged.notes {
         warn!("goodput merge: warning: {n}");
     }
     let doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), merged.runs);
-    doc.write(&a.out)?;
+    crate::output::write_result(&doc, &a.out)?;
     if !a.quiet {
         for run in &doc.runs {
             say!("{}", goodput_render::render_run("merge", run));
@@ -79,13 +67,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<Outcome> {
 
 /// The shards of a plan search merged into one plan report.
 fn merge_plans(a: &MergeArgs, files: &[ShardFile]) -> anyhow::Result<Outcome> {
-    let merged = match merge_plan_shards(files, a.allow_partial, crate::planner::rank_and_front) {
-        Ok(m) => m,
-        Err(e) => {
-            warn!("goodput merge: refused: {e}");
-            return Ok(Outcome::Failed);
-        }
-    };
+    let merged = merge_plan_shards(files, a.allow_partial, crate::planner::rank_and_front).map_err(refused)?;
     for n in &merged.notes {
         warn!("goodput merge: warning: {n}");
     }
@@ -95,9 +77,14 @@ fn merge_plans(a: &MergeArgs, files: &[ShardFile]) -> anyhow::Result<Outcome> {
     }
     let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), Vec::new());
     doc.plan = Some(merged.report);
-    doc.write(&a.out)?;
+    crate::output::write_result(&doc, &a.out)?;
     say!("wrote {} ({} shard files, {count} of {grid} candidates)\n", a.out.display(), files.len());
     Ok(Outcome::Ok)
+}
+
+/// Shard files that do not make one run (or one plan search): a bad set of file arguments.
+fn refused(e: impl std::fmt::Display) -> UsageError {
+    UsageError(format!("merge refused: {e}"))
 }
 
 /// `bench --start-at`: waits (off the async runtime's workers) until the plan's start instant

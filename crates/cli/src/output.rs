@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use goodput_client::{Counters, Observer};
@@ -13,40 +13,19 @@ use goodput_metrics::RequestRecord;
 use goodput_results::{CapacityReport, ResultDoc, Run};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Appends each finished record to the JSONL log (flushed whenever the bookkeeping has caught up,
-/// at least every [`FLUSH_EVERY`] while records come, at the end, and by [`flush_open_logs`]
-/// before a second Ctrl-C exits), each sent request to the exported schedule, and advances the bar.
+use crate::jsonl::JsonlLog;
+
+/// Appends each finished record to the JSONL log ([`JsonlLog`]: on disk within
+/// [`crate::jsonl::FLUSH_EVERY`], whole lines only), each sent request to the exported schedule,
+/// and advances the bar.
 pub struct LiveLog {
-    file: Option<Arc<Mutex<BufWriter<File>>>>,
-    /// When the JSONL log was last flushed.
-    flushed: Mutex<std::time::Instant>,
-    schedule: Option<Mutex<BufWriter<File>>>,
+    file: Option<Arc<JsonlLog>>,
+    schedule: Option<Arc<JsonlLog>>,
     /// The sweep stage records belong to (written as `"stage"` on each JSONL line).
     stage: Option<String>,
     pub bar: ProgressBar,
     /// For the bar's current rate: when it was last updated, the count then, and the rate.
     recent: Mutex<(std::time::Instant, u64, f64)>,
-}
-
-fn create(p: &Path, append: bool) -> anyhow::Result<Mutex<BufWriter<File>>> {
-    let f = if append { std::fs::OpenOptions::new().create(true).append(true).open(p) } else { File::create(p) };
-    Ok(Mutex::new(BufWriter::new(f.with_context(|| format!("cannot create {}", p.display()))?)))
-}
-
-/// The longest a finished record waits in the JSONL log's buffer while records keep coming (a
-/// bookkeeping that never empties its queue never says it caught up).
-pub const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// The JSONL logs of the live runs, for [`flush_open_logs`].
-static OPEN_LOGS: Mutex<Vec<Weak<Mutex<BufWriter<File>>>>> = Mutex::new(Vec::new());
-
-/// Writes out what the live runs' JSONL logs hold in their buffers: called before the process
-/// exits without unwinding (a second Ctrl-C), so that the log keeps every record finished.
-pub fn flush_open_logs() {
-    let logs = OPEN_LOGS.lock().unwrap_or_else(|e| e.into_inner());
-    for f in logs.iter().filter_map(Weak::upgrade) {
-        let _ = f.lock().unwrap_or_else(|e| e.into_inner()).flush();
-    }
 }
 
 impl LiveLog {
@@ -59,13 +38,8 @@ impl LiveLog {
         total: Option<u64>,
         quiet: bool,
     ) -> anyhow::Result<Self> {
-        let file = jsonl.map(|p| create(p, append).map(Arc::new)).transpose()?;
-        if let Some(f) = &file {
-            let mut logs = OPEN_LOGS.lock().unwrap_or_else(|e| e.into_inner());
-            logs.retain(|w| w.strong_count() > 0);
-            logs.push(Arc::downgrade(f));
-        }
-        let schedule = schedule.map(|p| create(p, false)).transpose()?;
+        let file = jsonl.map(|p| JsonlLog::create(p, append)).transpose()?;
+        let schedule = schedule.map(|p| JsonlLog::create(p, false)).transpose()?;
         let bar = match total {
             Some(n) => ProgressBar::new(n),
             None => ProgressBar::no_length(),
@@ -80,7 +54,7 @@ impl LiveLog {
             );
         }
         let now = std::time::Instant::now();
-        Ok(LiveLog { file, flushed: Mutex::new(now), schedule, stage, bar, recent: Mutex::new((now, 0, 0.0)) })
+        Ok(LiveLog { file, schedule, stage, bar, recent: Mutex::new((now, 0, 0.0)) })
     }
 }
 
@@ -124,15 +98,6 @@ pub fn schedule_line(
     line
 }
 
-fn write_line(f: &Mutex<BufWriter<File>>, v: &serde_json::Value) {
-    let mut f = f.lock().expect("log lock");
-    // A failed write must not stop the run: the final document still has every record.
-    if serde_json::to_writer(&mut *f, v).is_ok() {
-        let _ = f.write_all(b"\n");
-        let _ = f.flush();
-    }
-}
-
 /// A JSONL line of a sweep stage: the record's fields and the stage's name.
 #[derive(serde::Serialize)]
 struct Staged<'a> {
@@ -144,8 +109,7 @@ struct Staged<'a> {
 impl Observer for LiveLog {
     fn caught_up(&self) {
         if let Some(f) = &self.file {
-            let _ = f.lock().expect("log lock").flush();
-            *self.flushed.lock().expect("log lock") = std::time::Instant::now();
+            f.flush();
         }
     }
 
@@ -153,23 +117,15 @@ impl Observer for LiveLog {
         if let Some(f) = &self.schedule
             && let Ok(b) = serde_json::from_slice::<serde_json::Value>(body)
         {
-            write_line(f, &schedule_line(meta.scheduled_ms, meta.session, meta.turn, meta.input_tokens_client, &b));
+            f.append(&schedule_line(meta.scheduled_ms, meta.session, meta.turn, meta.input_tokens_client, &b));
         }
     }
 
     fn record(&self, r: &RequestRecord, c: &Counters) {
         if let Some(f) = &self.file {
-            let mut f = f.lock().expect("log lock");
-            // A failed write must not stop the run: the final document still has every record.
-            let _ = match &self.stage {
-                Some(stage) => serde_json::to_writer(&mut *f, &Staged { stage, record: r }),
-                None => serde_json::to_writer(&mut *f, r),
-            }
-            .map(|()| f.write_all(b"\n"));
-            let mut flushed = self.flushed.lock().expect("log lock");
-            if flushed.elapsed() >= FLUSH_EVERY {
-                let _ = f.flush();
-                *flushed = std::time::Instant::now();
+            match &self.stage {
+                Some(stage) => f.append(&Staged { stage, record: r }),
+                None => f.append(r),
             }
         }
         let done = c.done.load(Ordering::Relaxed);
@@ -203,8 +159,20 @@ pub fn result_doc(runs: Vec<Run>, capacity: Option<CapacityReport>) -> ResultDoc
 
 /// Writes the result document.
 pub fn write_doc(path: &Path, runs: Vec<Run>, capacity: Option<CapacityReport>) -> anyhow::Result<()> {
-    result_doc(runs, capacity).write(path)?;
-    Ok(())
+    write_result(&result_doc(runs, capacity), path)
+}
+
+/// Writes a result document at `path`; if that fails (a full disk, a directory gone read-only
+/// during a long run), writes it to the system's temporary directory instead, and the error
+/// says where it is.
+pub fn write_result(doc: &ResultDoc, path: &Path) -> anyhow::Result<()> {
+    let Err(e) = doc.write(path) else { return Ok(()) };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "results.json".into());
+    let fallback = std::env::temp_dir().join(format!("goodput-{}-{name}", std::process::id()));
+    match doc.write(&fallback) {
+        Ok(()) => anyhow::bail!("{e}; the result document was written to {} instead", fallback.display()),
+        Err(e2) => anyhow::bail!("{e}; writing it to {} failed too ({e2})", fallback.display()),
+    }
 }
 
 /// Writes the HTML report of a document (`source` names it in the page's title) and says where.
@@ -235,32 +203,4 @@ pub fn export_schedule(path: &Path, run: &Run) -> anyhow::Result<()> {
     }
     f.flush()?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_jsonl_log_is_written_out_while_records_come_and_before_an_exit() {
-        let dir = std::env::temp_dir().join(format!("goodput-livelog-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("r.requests.jsonl");
-        let log = LiveLog::new(Some(&path), None, None, false, None, true).unwrap();
-        let (c, lines) = (Counters::default(), || std::fs::read_to_string(&path).unwrap().lines().count());
-        // a record in the buffer, the bookkeeping not caught up: nothing written yet
-        log.record(&RequestRecord { id: 0, ..Default::default() }, &c);
-        assert_eq!(lines(), 0);
-        // what an exit without unwinding calls first writes it out
-        flush_open_logs();
-        assert_eq!(lines(), 1);
-        // records that keep coming are written out at least every FLUSH_EVERY
-        log.record(&RequestRecord { id: 1, ..Default::default() }, &c);
-        assert_eq!(lines(), 1);
-        std::thread::sleep(FLUSH_EVERY);
-        log.record(&RequestRecord { id: 2, ..Default::default() }, &c);
-        assert_eq!(lines(), 3);
-        drop(log);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

@@ -345,7 +345,11 @@ fn workload_spec(a: &WorkloadArgs, seed: u64, replay: bool) -> Result<(WorkloadS
                 .split_once(':')
                 .ok_or_else(|| usage("--dataset", format!("`{d}`: expected KIND:PATH, e.g. sharegpt:data.json")))?;
             let kind: DatasetKind = kind.parse().map_err(|m| usage("--dataset", m))?;
-            Source::Dataset(Arc::new(Dataset::load(kind, path).map_err(|e| usage("--dataset", e))?))
+            let d = Dataset::load(kind, path).map_err(|e| usage("--dataset", e))?;
+            if let Some(s) = d.skipped_summary() {
+                warn!("goodput: --dataset {d}: {s}");
+            }
+            Source::Dataset(Arc::new(d))
         }
     };
     let turns = match a.turns.as_deref().map(str::trim) {
@@ -409,6 +413,7 @@ impl TimeoutArgs {
             first_token: positive_duration("--timeout-first-token", &self.timeout_first_token)?,
             idle: positive_duration("--timeout-idle", &self.timeout_idle)?,
             total: positive_duration("--timeout-total", &self.timeout_total)?,
+            stall: self.timeout_stall.as_deref().map(|s| positive_duration("--timeout-stall", s)).transpose()?,
         })
     }
 }
@@ -479,6 +484,12 @@ pub fn jsonl_path(out: &OutputPlan) -> Option<std::path::PathBuf> {
     let p = out.out.as_ref()?;
     let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
     Some(p.with_file_name(format!("{stem}.requests.jsonl")))
+}
+
+/// Reads a result document given as an argument: any file that cannot be read as one (missing,
+/// a directory, not JSON, another tool's results) is a usage error (exit 2) naming the file.
+pub fn read_doc(path: &Path) -> Result<goodput_results::ResultDoc, UsageError> {
+    goodput_results::ResultDoc::read(path).map_err(|e| UsageError(e.to_string()))
 }
 
 /// Checks before a run that a file can be written at `path`, so a long run never ends in an error
@@ -773,6 +784,49 @@ fn extra_body_owned_fields(m: &serde_json::Map<String, serde_json::Value>, ignor
     Ok(())
 }
 
+/// The endpoint to call: `--api`, else the one a full endpoint `--url` names, else completions;
+/// a `--url` naming one endpoint and an `--api` naming the other are refused.
+fn api_of(a: &BenchArgs) -> Result<goodput_client::Api, UsageError> {
+    let named = a.url.as_deref().and_then(goodput_client::http::endpoint_in_url);
+    match (a.api, named) {
+        (Some(api), Some(n)) if api != n => Err(usage(
+            "--api",
+            format!(
+                "--url names the {} endpoint ({}): drop --api or change --url",
+                n.path(),
+                a.url.as_deref().unwrap_or("")
+            ),
+        )),
+        (Some(api), _) => Ok(api),
+        (None, Some(n)) => Ok(n),
+        (None, None) => Ok(goodput_client::Api::default()),
+    }
+}
+
+/// A size in bytes: `16MiB`, `512KiB`, `1MB`, `1000000` (at least 1 KiB).
+pub fn parse_size(flag: &str, s: &str) -> Result<u64, UsageError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "kib" | "k" => 1024.0,
+        "mib" | "m" => 1024.0 * 1024.0,
+        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(usage(flag, format!("`{s}` is not a size (e.g. 16MiB, 512KiB, 1000000)"))),
+    };
+    let n = num
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * mult)
+        .filter(|b| b.is_finite() && *b >= 1024.0 && *b <= 1e12)
+        .ok_or_else(|| usage(flag, format!("`{s}` is not a size between 1KiB and 1TB (e.g. 16MiB)")))?;
+    Ok(n as u64)
+}
+
 /// A validated `goodput bench`.
 pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
     let target = match &a.url {
@@ -825,7 +879,8 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         ca_cert: a.ca_cert.clone(),
         target: Some(target),
         engine: None,
-        api: Some(a.api),
+        api: Some(api_of(a)?),
+        max_event_bytes: Some(parse_size("--max-event-size", &a.max_event_size)?),
         model: a.model.clone(),
         api_key_env: Some(a.api_key_env.clone()),
         ignore_eos: !a.no_ignore_eos,
@@ -930,6 +985,7 @@ pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
         ignore_eos: !a.no_ignore_eos,
         extra_body: None,
         retries: None,
+        max_event_bytes: None,
         load,
         workload,
         timeouts: None,

@@ -240,6 +240,9 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         }
     }
     let base = base.map_err(|e| usage("--gpus", format!("no candidate fits; the first: {}", e.0)))?;
+    if let Some(o) = &a.out {
+        plan::writable("--out", o)?;
+    }
     if let Some(h) = &a.html {
         plan::writable("--html", h)?;
         if a.out.as_ref().is_some_and(|o| plan::same_file(o, h)) {
@@ -535,7 +538,7 @@ pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
     let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), Vec::new());
     doc.plan = Some(report.clone());
     if let Some(path) = &p.out {
-        doc.write(path)?;
+        crate::output::write_result(&doc, path)?;
         say!("  results      {}\n", path.display());
     }
     if let Some(path) = &p.html {

@@ -19,6 +19,9 @@ fn outputs(a: &ReportArgs) -> [(&'static str, Option<&PathBuf>); 3] {
 
 /// Checks the flags: each output writable, none the input, no two the same.
 fn validate(a: &ReportArgs) -> Result<(), UsageError> {
+    if a.file.is_dir() {
+        return Err(UsageError(format!("{}: is a directory, not a result file", a.file.display())));
+    }
     if !a.file.is_file() {
         return Err(UsageError(format!("{}: no such result file", a.file.display())));
     }
@@ -61,7 +64,7 @@ fn write_csv(path: &Path, csv: &str, what: &str) -> anyhow::Result<()> {
 
 pub fn run(a: ReportArgs) -> anyhow::Result<Outcome> {
     validate(&a)?;
-    let doc = ResultDoc::read(&a.file)?;
+    let doc = crate::plan::read_doc(&a.file)?;
     say!("{}", console(&doc));
     let source = a.file.file_name().map_or_else(|| a.file.display().to_string(), |n| n.to_string_lossy().into_owned());
     if let Some(path) = &a.html {

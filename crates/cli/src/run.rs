@@ -15,20 +15,42 @@ use crate::Outcome;
 use crate::output::{LiveLog, export_schedule, result_doc, write_html};
 use crate::plan::{Planned, jsonl_path};
 
-/// Ctrl-C: stop sending, let in-flight requests finish within the grace period, keep results;
-/// a second Ctrl-C exits at once.
+/// The signal that interrupted the run (SIGINT by default): the exit code is 128 plus it.
+pub static INTERRUPT_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(2);
+
+/// Resolves when the process is asked to stop: Ctrl-C (SIGINT), or SIGTERM (what `timeout`,
+/// Docker and Kubernetes send); the signal's number.
+pub async fn stop_signal() -> i32 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        if let Ok(mut term) = term {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => 2,
+                _ = term.recv() => 15,
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    2
+}
+
+/// Ctrl-C or SIGTERM: stop sending, let in-flight requests finish within the grace period, keep
+/// results (the exit code is 130 or 143); a second signal exits at once, the JSONL log keeping
+/// every record finished so far.
 pub fn interrupt_on_ctrl_c() -> Cancel {
     let (interrupt, token) = cancel_pair();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            warn!("\ninterrupted: no new requests; in-flight ones get the grace period (Ctrl-C again: stop now)");
-            interrupt.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                warn!("interrupted again: stopping now (the JSONL log has every record finished so far)");
-                crate::output::flush_open_logs();
-                std::process::exit(130);
-            }
-        }
+        let sig = stop_signal().await;
+        INTERRUPT_SIGNAL.store(sig, std::sync::atomic::Ordering::Relaxed);
+        let name = if sig == 15 { "SIGTERM" } else { "Ctrl-C" };
+        warn!("\ninterrupted ({name}): no new requests; in-flight ones get the grace period (again: stop now)");
+        interrupt.cancel();
+        let again = stop_signal().await;
+        warn!("interrupted again: stopping now (the JSONL log has every record finished so far)");
+        crate::jsonl::flush_open_logs();
+        std::process::exit(128 + again);
     });
     token
 }
@@ -140,7 +162,7 @@ pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> any
     // of megabytes: no copy of them)
     let doc = result_doc(runs, None);
     if let Some(path) = &p.plan.output.out {
-        doc.write(path)?;
+        crate::output::write_result(&doc, path)?;
         let jsonl = if measured { jsonl_path(&p.plan.output) } else { None };
         say!("  results      {}{}\n", path.display(), jsonl.map(|j| format!(" · {}", j.display())).unwrap_or_default());
     }

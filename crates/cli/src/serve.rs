@@ -27,7 +27,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
     say!("goodput serve · {}\n", plan.describe());
     say!("  OpenAI API at http://{local}/v1 (model `{name}`) · /health · /metrics · Ctrl-C stops\n");
     serve(listener, state, async {
-        let _ = tokio::signal::ctrl_c().await;
+        crate::run::stop_signal().await;
     })
     .await?;
     Ok(Outcome::Ok)

@@ -172,6 +172,20 @@ fn a_server_that_closes_each_connection_loses_no_request() {
     let resends: u64 =
         run["requests"].as_array().unwrap().iter().map(|r| r["stale_resends"].as_u64().unwrap_or(0)).sum();
     println!("stale resends: {resends} of 400 requests");
+    // the summary counts every POST, and says keep-alive went off once the server was seen
+    // closing connections after its responses
+    let sends = &run["summary"]["sends"];
+    assert_eq!(sends["requests"], 400);
+    assert_eq!(sends["posts"].as_u64().unwrap(), 400 + resends);
+    assert_eq!(sends["stale_resends"].as_u64().unwrap(), resends);
+    let c = &sends["connections"];
+    let shown = ["unwritten", "closed_before_write", "reset"].iter().map(|k| c[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(shown, resends, "every resend was shown not to have reached the server: {c}");
+    if resends > 0 {
+        assert!(c["keep_alive_off_ms"].as_f64().is_some(), "{c}");
+        assert!(text(&o.stdout).contains("keep-alive off"), "{}", text(&o.stdout));
+    }
+    assert!(text(&o.stdout).contains(&format!("{} POSTs for 400 requests", 400 + resends)), "{}", text(&o.stdout));
     for r in run["requests"].as_array().unwrap() {
         assert_eq!(r["reconnects"].as_u64().unwrap_or(0), 0, "no --retries, no retry");
     }

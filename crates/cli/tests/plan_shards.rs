@@ -118,8 +118,8 @@ fn plan_merge_refuses_other_searches_duplicates_and_missing_shards() {
     let refused = |files: &[&Path], extra: &[&str], want: &[&str]| {
         let o = merge(files, &out, extra);
         let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{files:?}: {err}");
-        assert!(err.starts_with("goodput merge: refused: "), "{err}");
+        assert_eq!(o.status.code(), Some(2), "{files:?}: {err}");
+        assert!(err.starts_with("goodput: merge refused: "), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         for w in want {
             assert!(err.contains(w), "{files:?}: want {w:?} in {err}");

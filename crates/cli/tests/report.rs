@@ -107,9 +107,9 @@ fn report_refuses_bad_usage() {
     let o = run(&["report", r.to_str().unwrap(), "--csv", "/nonexistent-dir/x.csv"], LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--csv"));
-    // a file that is no result document: a clear error, exit 1
+    // a file that is no result document: a clear error, exit 2 (a bad file argument)
     let o = run(&["report", r.to_str().unwrap()], LIMIT);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("not a goodput result document"), "{}", text(&o.stderr));
 }
 

@@ -278,9 +278,9 @@ fn merge_refuses_with_one_line_naming_the_file() {
     for (files, want) in cases {
         let o = merge(&files, &out, &[]);
         let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{files:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{files:?}: {err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
-        let line = err.trim_end().strip_prefix("goodput merge: refused: ").unwrap_or_else(|| panic!("{err}"));
+        let line = err.trim_end().strip_prefix("goodput: merge refused: ").unwrap_or_else(|| panic!("{err}"));
         assert!(line.starts_with(&want), "got:  {line}\nwant: {want}");
         assert!(!out.exists(), "nothing is written on a refusal");
     }
@@ -391,14 +391,53 @@ fn k8s_manifests_parse_and_carry_the_job_and_configmap_fields() {
     assert_eq!(pod["volumes"][0]["configMap"]["name"], cm["metadata"]["name"]);
     assert_eq!(c["volumeMounts"][0]["mountPath"], "/etc/goodput");
 
+    // every string is a string to any YAML reader: the start time is quoted (unquoted, YAML 1.1
+    // tools read it as a timestamp, and the Kubernetes schema refuses it)
+    assert!(yaml.contains(&format!("value: \"{}\"", env[1].1)), "{yaml}");
+
     // the flags are checked, naming the flag
     let o = run(&["k8s", "--plan-from", "--rate", "1", "--image", "g"], LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).starts_with("goodput: --shards: required"), "{}", text(&o.stderr));
 }
 
+/// The manifests validate against the Kubernetes schema (`kubernetes-validate`, from PyPI; CI
+/// installs it and sets GOODPUT_REQUIRE_K8S_VALIDATE).
+#[test]
+fn k8s_manifests_validate_against_the_kubernetes_schema() {
+    let importable = std::process::Command::new("python3")
+        .args(["-c", "import kubernetes_validate"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !importable {
+        assert!(
+            std::env::var_os("GOODPUT_REQUIRE_K8S_VALIDATE").is_none(),
+            "kubernetes-validate is required here (pip install kubernetes-validate)"
+        );
+        eprintln!("note: kubernetes-validate not installed (pip install kubernetes-validate): schema check skipped");
+        return;
+    }
+    let dir = temp_dir("k8s-validate");
+    for (i, extra) in [&["--namespace", "load", "--name", "bench-1"][..], &[][..]].iter().enumerate() {
+        let mut args = vec!["k8s", "--plan-from", "--url", "http://vllm:8000", "--rate", "200", "--duration", "5m"];
+        args.extend_from_slice(&["--shards", "3", "--image", "registry.example/goodput:1"]);
+        args.extend_from_slice(extra);
+        let o = run(&args, LIMIT);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let file = dir.join(format!("m{i}.yaml"));
+        std::fs::write(&file, &o.stdout).unwrap();
+        let v = std::process::Command::new("python3")
+            .args(["-m", "kubernetes_validate", "--strict", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(v.status.success(), "{}\n{}\n{}", text(&v.stdout), text(&v.stderr), text(&o.stdout));
+        assert!(text(&v.stdout).matches("passed").count() == 2, "{}", text(&v.stdout));
+    }
+}
+
 /// The pod's script, run by a real shell against a stand-in `goodput`, prints the document
-/// between the markers (what `kubectl logs` then collects).
+/// between the markers (what `kubectl logs` then collects); a document too large for the log
+/// stays in the pod, which says so and waits to be copied from.
 #[test]
 fn the_pod_script_prints_the_result_between_markers() {
     let o = run(&["k8s", "--plan-from", "--requests", "5", "--shards", "2", "--image", "g"], LIMIT);
@@ -436,6 +475,25 @@ fn the_pod_script_prints_the_result_between_markers() {
     let doc: Value = serde_json::from_str(lines[1]).unwrap();
     let args = doc["args"].as_str().unwrap();
     assert!(args.starts_with("bench --requests 5 --shard 1/2 --start-at 2030-01-01T00:00:00Z --out "), "{args}");
+
+    // over the log's limit (made tiny here): not printed; the pod names the file and waits for
+    // `/results/collected` (already there: no wait)
+    let limit = goodput_cli::k8s::LOG_LIMIT_BYTES.to_string();
+    assert!(script.contains(&limit));
+    let small = script.replace(&limit, "10");
+    std::fs::write(results.join("collected"), "").unwrap();
+    let o = std::process::Command::new("/bin/sh")
+        .args(["-c", &small])
+        .env("PATH", format!("{}:/usr/bin:/bin", binp.display()))
+        .env("JOB_COMPLETION_INDEX", "1")
+        .env("SHARDS", "2")
+        .env("START_AT", "2030-01-01T00:00:00Z")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let log = text(&o.stdout);
+    assert!(!log.contains("begin ==="), "{log}");
+    assert!(log.contains("=== goodput shard 1 in ") && log.contains("kubectl cp"), "{log}");
 }
 
 #[test]

@@ -28,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// The oldest kernel stamp used; an older one (or one from the future) means the real-time clock
@@ -128,7 +127,11 @@ impl tower_service::Service<http::Uri> for Stamping {
     fn call(&mut self, uri: http::Uri) -> Self::Future {
         sys::keep_stamping();
         let fut = self.0.call(uri);
-        Box::pin(async move { Ok(StampedTcp::new(fut.await?.into_inner())) })
+        Box::pin(async move {
+            let mut c = StampedTcp::new(fut.await?.into_inner());
+            c.peer = Some(Default::default());
+            Ok(c)
+        })
     }
 }
 
@@ -140,6 +143,9 @@ pub struct StampedTcp {
     /// Whether the kernel agreed to stamp received data (reads go through `recvmsg`).
     stamped: bool,
     arrivals: Arrivals,
+    /// What the kernel said about the server's side of the connection ([`crate::closing`]);
+    /// `None` on a server's side of one.
+    peer: Option<crate::closing::Peer>,
 }
 
 impl StampedTcp {
@@ -147,7 +153,7 @@ impl StampedTcp {
     pub fn new(io: TcpStream) -> Self {
         sys::keep_stamping();
         let stamped = sys::enable(&io);
-        StampedTcp { io, stamped, arrivals: Arrivals::default() }
+        StampedTcp { io, stamped, arrivals: Arrivals::default(), peer: None }
     }
 
     /// The connection's stamps.
@@ -158,7 +164,60 @@ impl StampedTcp {
 
 impl Connection for StampedTcp {
     fn connected(&self) -> Connected {
-        self.io.connected().extra(self.arrivals.clone())
+        let c = self.io.connected().extra(self.arrivals.clone());
+        match &self.peer {
+            Some(p) => c.extra(p.clone()),
+            None => c,
+        }
+    }
+}
+
+impl StampedTcp {
+    /// Keeps what a read says about the server's side: bytes of an answer, its end (a reset,
+    /// when the kernel's state says so), or a reset.
+    fn read_done(&self, r: Result<usize, std::io::ErrorKind>) {
+        let Some(peer) = &self.peer else { return };
+        match r {
+            Ok(n) if n > 0 => peer.on_read(),
+            Ok(_) => {
+                #[cfg(target_os = "linux")]
+                {
+                    use crate::closing::sys;
+                    use std::os::fd::AsFd;
+                    if sys::reset(self.io.as_fd()) {
+                        peer.set_reset();
+                    }
+                }
+            }
+            Err(std::io::ErrorKind::ConnectionReset) => peer.set_reset(),
+            Err(_) => {}
+        }
+    }
+
+    /// Before the first write of a request on a connection that has answered one: whether the
+    /// server has closed it meanwhile (then nothing is written).
+    fn closed_before_write(&self) -> bool {
+        if !self.peer.as_ref().is_some_and(crate::closing::Peer::starts_request_after_answer) {
+            return false;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsFd;
+            crate::closing::sys::peer_closed(self.io.as_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+}
+
+impl Drop for StampedTcp {
+    fn drop(&mut self) {
+        // a request still unanswered: keep the socket a moment, to see whether a reset follows
+        #[cfg(target_os = "linux")]
+        if let Some(peer) = self.peer.as_ref().filter(|p| p.outstanding()) {
+            use std::os::fd::AsFd;
+            peer.keep(self.io.as_fd());
+        }
     }
 }
 
@@ -169,7 +228,15 @@ impl Read for StampedTcp {
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<std::io::Result<()>> {
         if !self.stamped {
-            return Pin::new(&mut TokioIo::new(&mut self.io)).poll_read(cx, buf);
+            // SAFETY: the read buffer fills only initialized bytes, and the cursor is advanced by
+            // exactly the number it filled.
+            let mut rb = tokio::io::ReadBuf::uninit(unsafe { buf.as_mut() });
+            let r = std::task::ready!(tokio::io::AsyncRead::poll_read(Pin::new(&mut self.io), cx, &mut rb));
+            let n = rb.filled().len();
+            self.read_done(r.as_ref().map(|()| n).map_err(std::io::Error::kind));
+            // SAFETY: `n` bytes were initialized by the read.
+            unsafe { buf.advance(n) };
+            return Poll::Ready(r);
         }
         loop {
             std::task::ready!(self.io.poll_read_ready(cx))?;
@@ -182,12 +249,16 @@ impl Read for StampedTcp {
                     if n > 0 {
                         this.arrivals.record_age(Instant::now(), age);
                     }
+                    this.read_done(Ok(n));
                     // SAFETY: `recv` initialized the first `n` bytes.
                     unsafe { buf.advance(n) };
                     return Poll::Ready(Ok(()));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
+                Err(e) => {
+                    this.read_done(Err(e.kind()));
+                    return Poll::Ready(Err(e));
+                }
             }
         }
     }
@@ -195,6 +266,9 @@ impl Read for StampedTcp {
 
 impl Write for StampedTcp {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        if self.closed_before_write() {
+            return Poll::Ready(Err(std::io::Error::other(crate::closing::NotWritten)));
+        }
         let r = tokio::io::AsyncWrite::poll_write(Pin::new(&mut self.io), cx, buf);
         self.wrote(&r);
         r
@@ -217,6 +291,9 @@ impl Write for StampedTcp {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        if self.closed_before_write() {
+            return Poll::Ready(Err(std::io::Error::other(crate::closing::NotWritten)));
+        }
         let r = tokio::io::AsyncWrite::poll_write_vectored(Pin::new(&mut self.io), cx, bufs);
         self.wrote(&r);
         r
@@ -230,6 +307,9 @@ impl StampedTcp {
             && *n > 0
         {
             self.arrivals.set(WRITTEN, Instant::now());
+            if let Some(p) = &self.peer {
+                p.on_write();
+            }
         }
     }
 }
@@ -331,6 +411,7 @@ mod sys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hyper_util::rt::TokioIo;
 
     #[test]
     fn a_stamp_stays_between_the_floor_and_now() {

@@ -35,6 +35,8 @@ pub struct ConnInfo {
     pub reused: Option<bool>,
     /// When the connection's newest data arrived ([`crate::arrival`]), where the kernel stamps it.
     pub arrivals: Option<crate::arrival::Arrivals>,
+    /// What the kernel said about the server's side of it ([`crate::closing`]).
+    pub peer: Option<crate::closing::Peer>,
 }
 
 /// Counts the request on the connection it was given, and reads what that connection carries.
@@ -46,6 +48,7 @@ pub fn info(capture: &CaptureConnection) -> ConnInfo {
     ConnInfo {
         reused: ext.get::<Uses>().map(|u| u.take() > 0),
         arrivals: ext.get::<crate::arrival::Arrivals>().cloned(),
+        peer: ext.get::<crate::closing::Peer>().cloned(),
     }
 }
 

@@ -45,6 +45,53 @@ pub struct Endpoint {
     pub retries: u32,
     /// Streams whose body did not end right after `[DONE]` (counted apart from the requests).
     pub after_done: AfterDone,
+    /// Requests resent because the server had given up their connection, and keep-alive.
+    pub connections: Connections,
+    /// The largest one SSE event may be (bytes); a larger one fails its request
+    /// (`event_too_large`).
+    pub max_event_bytes: usize,
+}
+
+/// The default of [`Endpoint::max_event_bytes`]: 16 MiB.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// How the run's connections fared ([`goodput_metrics::ConnectionReuse`]): requests the server
+/// was shown not to have taken on a reused connection, by how it showed, and whether keep-alive
+/// was turned off because the server closes connections after its responses. Shared by a run's
+/// requests.
+#[derive(Clone, Debug, Default)]
+pub struct Connections(std::sync::Arc<std::sync::Mutex<goodput_metrics::ConnectionReuse>>);
+
+/// A connection the server closed within this long of its last response was closed because the
+/// response ended (not for being idle): the server closes connections after each response.
+pub const CLOSES_AFTER_RESPONSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Connections {
+    /// A request was shown not to have reached the server.
+    fn closed_unused(
+        &self,
+        how: crate::closing::NotTaken,
+        peer: Option<&crate::closing::Peer>,
+        client: &HttpClient,
+        clock: Clock,
+    ) {
+        use crate::closing::NotTaken;
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match how {
+            NotTaken::Unwritten => s.unwritten += 1,
+            NotTaken::ClosedBeforeWrite => s.closed_before_write += 1,
+            NotTaken::Reset => s.reset += 1,
+        }
+        let after_response = peer.and_then(crate::closing::Peer::idle_for).is_some_and(|d| d < CLOSES_AFTER_RESPONSE);
+        if after_response && s.keep_alive_off_ms.is_none() {
+            s.keep_alive_off_ms = Some(clock.now_ms());
+            client.stop_reusing_connections();
+        }
+    }
+
+    pub fn stats(&self) -> goodput_metrics::ConnectionReuse {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// At most this long (or the idle timeout, if shorter) a background drain waits for a body to
@@ -86,6 +133,8 @@ impl Endpoint {
             clock: Clock::start(),
             retries: 0,
             after_done: AfterDone::default(),
+            connections: Connections::default(),
+            max_event_bytes: MAX_EVENT_BYTES,
         }
     }
 }
@@ -120,6 +169,8 @@ struct Stream {
     cumulative: Vec<Option<u64>>,
     usage: Usage,
     done: bool,
+    /// The wait a failed response asked for (`Retry-After`).
+    retry_after: Option<std::time::Duration>,
 }
 
 impl Stream {
@@ -262,9 +313,20 @@ pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cance
     let mut attempts = Vec::new();
     let mut stale_resends = 0;
     loop {
-        let st = attempt(ep, template.clone(), body.clone(), cancel).await;
+        let mut st = attempt(ep, template.clone(), body.clone(), cancel).await;
         stale_resends += st.rec.stale_resends;
-        let retry = (attempts.len() as u32) < ep.retries && st.rec.event_ms.is_empty() && retryable(&st.rec);
+        let mut retry = (attempts.len() as u32) < ep.retries && st.rec.event_ms.is_empty() && retryable(&st.rec);
+        let wait = retry_wait(st.retry_after, attempts.len() as u32, template.id);
+        if retry && let Err(asked) = wait {
+            retry = false;
+            if let Some(e) = &mut st.rec.error {
+                e.message.push_str(&format!(
+                    " (not retried: the server asked to wait {} s, beyond the {} s goodput waits)",
+                    asked.as_secs_f64(),
+                    MAX_RETRY_AFTER.as_secs()
+                ));
+            }
+        }
         if !retry {
             let mut rec = st.rec;
             rec.reconnects = attempts.len() as u32;
@@ -275,7 +337,51 @@ pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cance
         if let (Some(sent_ms), Some(error)) = (st.rec.sent_ms, st.rec.error) {
             attempts.push(Attempt { sent_ms, end_ms: st.rec.end_ms.unwrap_or(sent_ms), error });
         }
+        let pause = tokio::time::sleep(wait.unwrap_or_default());
+        tokio::select! {
+            () = pause => {}
+            () = cancel.cancelled() => {}
+        }
     }
+}
+
+/// The longest `Retry-After` honoured; a server that asks for more is not retried.
+pub const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+/// Backoff without `Retry-After`: the first retry waits about this long, each next one twice as
+/// long, up to [`MAX_BACKOFF`], less a random quarter at most (jitter, so that requests failed
+/// together do not come back together).
+pub const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(500);
+pub const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// How long to wait before retry `k` (0-based) of request `id`: the server's `Retry-After` when
+/// it gave one (an error when it is over [`MAX_RETRY_AFTER`]), else capped exponential backoff
+/// with jitter drawn from the request and the retry (the same run waits the same).
+pub fn retry_wait(
+    retry_after: Option<std::time::Duration>,
+    k: u32,
+    id: u64,
+) -> Result<std::time::Duration, std::time::Duration> {
+    if let Some(d) = retry_after {
+        return if d <= MAX_RETRY_AFTER { Ok(d) } else { Err(d) };
+    }
+    let full = FIRST_BACKOFF.saturating_mul(1u32 << k.min(16)).min(MAX_BACKOFF);
+    // splitmix64 of the request and the retry: a uniform draw in [0, 1)
+    let mut z = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(k).wrapping_add(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let u = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
+    Ok(full.mul_f64(1.0 - 0.25 * u))
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): a number of seconds, or an HTTP date (the wait until then,
+/// nothing if it has passed). `None` when absent or unreadable.
+pub fn parse_retry_after(v: &http::HeaderValue, now: std::time::SystemTime) -> Option<std::time::Duration> {
+    let v = v.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(std::time::Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or_default())
 }
 
 /// Failures worth another attempt: the connection failed, the server shed load (408, 429, 5xx),
@@ -293,8 +399,14 @@ fn retryable(r: &RequestRecord) -> bool {
 async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel) -> Stream {
     let clock = ep.clock;
     let to = ep.timeouts;
-    let mut st =
-        Stream { rec, deltas: Deltas::default(), cumulative: Vec::new(), usage: Usage::default(), done: false };
+    let mut st = Stream {
+        rec,
+        deltas: Deltas::default(),
+        cumulative: Vec::new(),
+        usage: Usage::default(),
+        done: false,
+        retry_after: None,
+    };
 
     let sent = Instant::now();
     st.rec.sent_ms = Some(clock.ms(sent));
@@ -318,9 +430,13 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
     }
     let status = resp.status();
     let encoding = content_encoding(resp.headers());
-    let mut body = resp.into_body();
+    let (parts, mut body) = resp.into_parts();
+    let resp_headers = parts.headers;
 
     if !status.is_success() {
+        st.retry_after = resp_headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
         let mut buf = Vec::new();
         let read = async {
             while let Some(Ok(f)) = body.frame().await {
@@ -334,7 +450,33 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         };
         let _ = timeout_at(total_deadline.min(Instant::now() + to.idle).into(), read).await;
         let text = excerpt(&buf, 200);
-        st.fail(ErrorClass::HttpStatus, format!("HTTP {}: {text}", status.as_u16()), Some(status.as_u16()));
+        let message = match resp_headers.get(http::header::LOCATION).filter(|_| status.is_redirection()) {
+            Some(to) => format!(
+                "HTTP {} redirect to {}: redirects are not followed (give the final URL as --url)",
+                status.as_u16(),
+                String::from_utf8_lossy(to.as_bytes())
+            ),
+            None => format!("HTTP {}: {text}", status.as_u16()),
+        };
+        st.fail(ErrorClass::HttpStatus, message, Some(status.as_u16()));
+        return end(st, ep);
+    }
+
+    if let Some((class, message)) = not_an_event_stream(&resp_headers) {
+        // what the body says, for the message (a complete JSON reply, a proxy's page)
+        let mut buf = Vec::new();
+        let read = async {
+            while let Some(Ok(f)) = body.frame().await {
+                if let Ok(d) = f.into_data() {
+                    buf.extend_from_slice(&d);
+                    if buf.len() >= 4096 {
+                        break;
+                    }
+                }
+            }
+        };
+        let _ = timeout_at(total_deadline.min(Instant::now() + to.idle.min(DONE_GRACE)).into(), read).await;
+        st.fail(class, format!("{message}; the body begins: {}", excerpt(&buf, 200)), None);
         return end(st, ep);
     }
 
@@ -354,16 +496,22 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
 
     let mut decoder = SseDecoder::new();
     let mut events = Vec::new();
-    let mut last_bytes = Instant::now();
+    // the idle timeout runs from the last dispatched event (a keep-alive comment or a trickle of
+    // bytes that never completes one does not reset it); the stall guard from the last byte
+    let mut last = Silence { event: stamped, bytes: stamped, comments: 0, bytes_since_event: 0 };
     let mut done_at = None;
     // One timer and one cancellation waiter for the whole stream (re-arming them per frame costs
     // more than reading the frame at hundreds of streams). The timer is moved only when it fires.
-    let deadline_now = |st: &Stream, last_bytes: Instant| {
+    let deadline_now = |st: &Stream, last: Silence| {
         if st.rec.event_ms.is_empty() {
             (first_deadline, Some(which(first_deadline, ErrorClass::TimeoutFirstToken)))
         } else {
-            let d = (last_bytes + to.idle).min(total_deadline);
-            (d, Some(which(d, ErrorClass::TimeoutIdle)))
+            let idle = last.event + to.idle;
+            let stall = last.bytes + to.stall();
+            let (d, class) =
+                if stall < idle { (stall, ErrorClass::TimeoutStall) } else { (idle, ErrorClass::TimeoutIdle) };
+            let d = d.min(total_deadline);
+            (d, Some(which(d, class)))
         }
     };
     let mut armed = first_deadline;
@@ -376,7 +524,7 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
             biased;
             f = body.frame() => Ok(f),
             _ = &mut timer => {
-                let (deadline, class) = deadline_now(&st, last_bytes);
+                let (deadline, class) = deadline_now(&st, last);
                 if Instant::now() < deadline {
                     armed = deadline;
                     timer.as_mut().reset(armed.into());
@@ -393,11 +541,20 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
             Err(class) => {
                 if let Some(class) = class {
                     let what = match class {
-                        ErrorClass::TimeoutFirstToken => "no content within the first-token timeout",
-                        ErrorClass::TimeoutIdle => "no bytes within the idle timeout",
-                        _ => "the request exceeded the total timeout",
+                        ErrorClass::TimeoutFirstToken => {
+                            format!("no content within the first-token timeout ({})", secs(to.first_token))
+                        }
+                        ErrorClass::TimeoutIdle => format!(
+                            "no stream event within the idle timeout ({}; {} comment lines and {} bytes arrived \
+                             meanwhile)",
+                            secs(to.idle),
+                            decoder.comments - last.comments,
+                            last.bytes_since_event
+                        ),
+                        ErrorClass::TimeoutStall => format!("no bytes within the stall timeout ({})", secs(to.stall())),
+                        _ => format!("the request exceeded the total timeout ({})", secs(to.total)),
                     };
-                    st.fail(class, what.into(), None);
+                    st.fail(class, what, None);
                 }
                 break;
             }
@@ -411,9 +568,26 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                     continue;
                 };
                 stamped = crate::arrival::stamp(arrivals.as_ref(), stamped);
-                last_bytes = stamped;
+                last.bytes = stamped;
                 let t = clock.ms(stamped);
                 decoder.feed(&data, &mut events);
+                let cap = ep.max_event_bytes;
+                if decoder.pending_bytes() > cap || events.iter().any(|e| e.data.len() > cap) {
+                    st.fail(
+                        ErrorClass::EventTooLarge,
+                        format!(
+                            "one stream event exceeded {} bytes (--max-event-size): not a token stream",
+                            ep.max_event_bytes
+                        ),
+                        None,
+                    );
+                    break;
+                }
+                if events.is_empty() {
+                    last.bytes_since_event += data.len() as u64;
+                } else {
+                    last = Silence { event: stamped, bytes: stamped, comments: decoder.comments, bytes_since_event: 0 };
+                }
                 let mut keep_going = true;
                 for ev in events.drain(..) {
                     if keep_going {
@@ -430,7 +604,7 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
                     break;
                 }
                 // a deadline only ever moves earlier when the stream changes phase
-                let (deadline, _) = deadline_now(&st, last_bytes);
+                let (deadline, _) = deadline_now(&st, last);
                 if deadline < armed {
                     armed = deadline;
                     timer.as_mut().reset(armed.into());
@@ -452,6 +626,44 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         );
     }
     end(st, ep)
+}
+
+/// Where a stream's silences are measured from: its last dispatched event (the idle timeout) and
+/// its last bytes (the stall guard), with what came between (for the message).
+#[derive(Clone, Copy)]
+struct Silence {
+    event: Instant,
+    bytes: Instant,
+    /// The decoder's comment count at the last event.
+    comments: u64,
+    bytes_since_event: u64,
+}
+
+/// A timeout as the flags write it.
+fn secs(d: std::time::Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// A 2xx response that is not an event stream: its class and what it is. A stream is
+/// `text/event-stream` (or, leniently, `text/plain`, or no type at all); `application/json` is
+/// a complete reply from a server that ignored `stream: true`.
+fn not_an_event_stream(h: &http::HeaderMap) -> Option<(ErrorClass, String)> {
+    let v = h.get(http::header::CONTENT_TYPE)?;
+    let v = String::from_utf8_lossy(v.as_bytes()).to_string();
+    let mime = v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    match mime.as_str() {
+        "" | "text/event-stream" | "text/plain" => None,
+        "application/json" => Some((
+            ErrorClass::NotStreamed,
+            "the server answered `Content-Type: application/json`, a whole reply at once: it ignored `stream: true`, \
+             so no token can be timed (does this endpoint stream? some proxies and servers need streaming turned on)"
+                .to_string(),
+        )),
+        _ => Some((
+            ErrorClass::ContentType,
+            format!("the response is `Content-Type: {v}`, not an event stream (text/event-stream): a proxy's page?"),
+        )),
+    }
 }
 
 /// The response's `Content-Encoding`, unless it is absent or `identity`.
@@ -503,16 +715,14 @@ const MAX_STALE_RESENDS: u32 = 3;
 /// Posts the body and waits for the response headers; `None` when the attempt failed (`st`
 /// says how).
 ///
-/// A request that met a pooled keep-alive connection the server had already closed is resent on
-/// another connection, counted in `stale_resends`, and measured from that send. It shows as a
-/// *reused* connection ([`crate::conn`]) ending before any byte of a response: hyper hands the
-/// request back unwritten (it saw the close first), or the connection closes or is reset with
-/// nothing read (the request was written into a socket the server had closed). The same failure
-/// on a fresh connection is the server's: the request may have been read, and is not resent. Servers close connections without saying so: llama.cpp's
-/// after every streamed response, uvicorn's (vLLM, SGLang) after 5 s idle; a closed loop that
-/// sends the moment a stream ends meets the first within microseconds. Any other failure ends
-/// the attempt: a request that may have reached the server is sent once (`--retries` resends it
-/// on purpose, and says so).
+/// A request that met a pooled keep-alive connection the server had given up is sent again on
+/// another connection, counted in `stale_resends`, and measured from that send, but only when
+/// the connection shows the server did not take it ([`crate::closing`]: hyper never wrote it,
+/// the server's close was there before it was written, or the server's kernel reset it). Any
+/// other failure ends the attempt: a request that may have reached the server is sent once
+/// (`--retries` resends it on purpose, and says so). A server seen closing connections right
+/// after their responses (llama.cpp's does) gets a connection per request from then on
+/// ([`Connections`]).
 async fn headers(
     ep: &Endpoint,
     body: &Bytes,
@@ -532,16 +742,23 @@ async fn headers(
         };
         match resp {
             Ok((Ok(r), conn)) => return Some((r, conn.arrivals)),
-            Ok((Err(e), conn))
-                if conn.reused == Some(true) && stale_connection(&e) && st.rec.stale_resends < MAX_STALE_RESENDS =>
-            {
+            Ok((Err(e), conn)) => {
+                // on a reused connection, a request the server can be shown not to have taken is
+                // sent again (see `crate::closing`); anything else is final
+                let not_taken = match conn.reused {
+                    Some(true) if st.rec.stale_resends < MAX_STALE_RESENDS => {
+                        crate::closing::not_taken(&e, conn.peer.as_ref()).await
+                    }
+                    _ => None,
+                };
+                let Some(how) = not_taken else {
+                    let (class, what) = failure_before_headers(&e, conn.reused == Some(true));
+                    st.fail(class, format!("{what}: {}", error_chain(&e)), None);
+                    return None;
+                };
                 st.rec.stale_resends += 1;
                 st.rec.sent_ms = Some(ep.clock.now_ms());
-            }
-            Ok((Err(e), _)) => {
-                let (class, what) = failure_before_headers(&e);
-                st.fail(class, format!("{what}: {}", error_chain(&e)), None);
-                return None;
+                ep.connections.closed_unused(how, conn.peer.as_ref(), &ep.client, ep.clock);
             }
             Err(_) => {
                 let class = if first_deadline >= total_deadline {
@@ -558,8 +775,10 @@ async fn headers(
 }
 
 /// How a request failed before any response: the class and a few words.
-fn failure_before_headers(e: &hyper_util::client::legacy::Error) -> (ErrorClass, &'static str) {
-    if e.is_connect() {
+fn failure_before_headers(e: &hyper_util::client::legacy::Error, reused: bool) -> (ErrorClass, &'static str) {
+    if let Some(limit) = client_limit(e) {
+        (ErrorClass::ClientLimit, limit)
+    } else if e.is_connect() {
         if is_timeout(e) {
             (ErrorClass::TimeoutConnect, "connect timed out")
         } else if tls_met_plain_http(e) {
@@ -570,10 +789,16 @@ fn failure_before_headers(e: &hyper_util::client::legacy::Error) -> (ErrorClass,
     } else if hyper_error(e).is_some_and(hyper::Error::is_parse) {
         // e.g. a TLS alert read as a status line: plain HTTP sent to a TLS port
         (ErrorClass::Connect, "the reply is not HTTP/1.x (a TLS port? use https://)")
+    } else if hyper_error(e).is_some_and(hyper::Error::is_incomplete_message) && reused {
+        (
+            ErrorClass::StreamEndedEarly,
+            "the server closed the connection after the request was written, before any response (it may have \
+             read the request, so it is not sent again)",
+        )
     } else if hyper_error(e).is_some_and(hyper::Error::is_incomplete_message) {
         (
             ErrorClass::StreamEndedEarly,
-            "the connection closed before any response, on fresh connections too (the server closes connections as \
+            "the connection closed before any response, on a fresh connection (the server closes connections as \
              requests arrive?)",
         )
     } else {
@@ -588,22 +813,15 @@ fn tls_met_plain_http(e: &(dyn std::error::Error + 'static)) -> bool {
     error_chain(e).contains("InvalidContentType")
 }
 
-/// The pooled connection was closed before any byte of a response: hyper gave the request back
-/// unwritten ("canceled"), the connection ended with nothing read ("incomplete message" before
-/// the headers), or the server's kernel reset it (the request hit a socket already closed).
-/// Either way the server did not take the request.
-fn stale_connection(e: &hyper_util::client::legacy::Error) -> bool {
-    if e.is_connect() {
-        return false;
-    }
-    let closed = hyper_error(e).is_some_and(|h| h.is_canceled() || h.is_incomplete_message());
-    let reset = chain(e).any(|x| {
-        x.downcast_ref::<std::io::Error>().is_some_and(|io| {
-            use std::io::ErrorKind::*;
-            matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted)
-        })
-    });
-    closed || reset
+/// The client's own limit an error names: out of file descriptors (EMFILE, ENFILE).
+fn client_limit(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    chain(e).filter_map(|x| x.downcast_ref::<std::io::Error>()).find_map(|io| match io.raw_os_error() {
+        Some(libc::EMFILE) => {
+            Some("this process ran out of file descriptors (EMFILE: raise `ulimit -n`, or lower the concurrency)")
+        }
+        Some(libc::ENFILE) => Some("the system ran out of file descriptors (ENFILE: raise fs.file-max)"),
+        _ => None,
+    })
 }
 
 /// An error and its sources.
@@ -633,6 +851,7 @@ mod tests {
             cumulative: Vec::new(),
             usage: Usage::default(),
             done: false,
+            retry_after: None,
         }
     }
 

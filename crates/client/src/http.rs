@@ -95,6 +95,9 @@ pub struct HttpClient {
     /// The URIs of the two streaming endpoints, parsed once (a request clones one instead of
     /// formatting and parsing its URI).
     api_uris: std::sync::Arc<[(&'static str, Uri); 2]>,
+    /// Every POST asks for its connection to be closed after the response (the server closes
+    /// them anyway: reusing one only races its close).
+    no_reuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -120,9 +123,21 @@ pub enum UrlError {
 /// written into them.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// Normalizes a base URL: `http://h:p`, `http://h:p/`, `http://h:p/v1` all mean the same server.
+/// The streaming endpoint a full endpoint URL names (`…/v1/completions`, `…/v1/chat/completions`).
+pub fn endpoint_in_url(url: &str) -> Option<crate::openai::Api> {
+    let t = url.trim().trim_end_matches('/');
+    [crate::openai::Api::Chat, crate::openai::Api::Completions].into_iter().find(|a| t.ends_with(a.path()))
+}
+
+/// Normalizes a base URL: `http://h:p`, `http://h:p/`, `http://h:p/v1` all mean the same server,
+/// and so do `http://h:p/v1/completions` and `http://h:p/v1/chat/completions` (an endpoint given
+/// whole is not requested as `/v1/completions/v1/completions`: [`endpoint_in_url`] picks it).
 pub fn normalize_base(url: &str) -> Result<String, UrlError> {
     let trimmed = url.trim().trim_end_matches('/');
+    let trimmed = match endpoint_in_url(trimmed) {
+        Some(api) => &trimmed[..trimmed.len() - api.path().len()],
+        None => trimmed,
+    };
     let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
     let uri: Uri = trimmed
         .parse()
@@ -223,11 +238,21 @@ impl HttpClient {
             Ok((api.path(), parsed))
         };
         let api_uris = std::sync::Arc::new([uri(crate::openai::Api::Completions)?, uri(crate::openai::Api::Chat)?]);
-        Ok(HttpClient { inner, base, auth, api_uris })
+        Ok(HttpClient { inner, base, auth, api_uris, no_reuse: Default::default() })
     }
 
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// From now on, each request gets a connection of its own (`Connection: close`).
+    pub fn stop_reusing_connections(&self) {
+        self.no_reuse.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether requests still share keep-alive connections.
+    pub fn reuses_connections(&self) -> bool {
+        !self.no_reuse.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
@@ -236,7 +261,7 @@ impl HttpClient {
             Some((_, u)) => b.uri(u.clone()),
             None => b.uri(format!("{}{}", self.base, path)),
         };
-        if method == Method::GET {
+        if method == Method::GET || !self.reuses_connections() {
             // probes (models, health, metrics) run before and beside the load at their own pace:
             // their connections are not pooled, so the load never draws one the server has let
             // go idle

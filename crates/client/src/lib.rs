@@ -6,18 +6,22 @@
 //! - [`http`]: the pooled client, the run's monotonic clock, cancellation;
 //! - [`conn`]: connections that count the requests they carried;
 //! - [`arrival`]: when a response's bytes arrived, from the kernel's receive stamps;
+//! - [`closing`]: whether the server took a request that failed before any response;
 //! - [`exchange`]: one request, measured and classified;
 //! - [`bookkeeping`]: token counting and record finishing, off the load loop;
 //! - [`lag`]: the runtime-lag probe (how late the async runtime runs what is ready);
+//! - [`limits`]: the client's own limits (open files), raised and checked before a run;
 //! - [`runner`]: drives the load state machine on the wall clock;
 //! - [`scrape`]: the server's Prometheus metrics, scraped beside the load (`--scrape-metrics`).
 
 pub mod arrival;
 pub mod bookkeeping;
+pub mod closing;
 pub mod conn;
 pub mod exchange;
 pub mod http;
 pub mod lag;
+pub mod limits;
 pub mod openai;
 pub mod priority;
 pub mod runner;

@@ -135,6 +135,8 @@ pub struct RunOutcome {
     /// of those the ones still open when the grace ran out ([`crate::exchange::AfterDone`]).
     pub streams_open_after_done: u64,
     pub streams_left_open: u64,
+    /// Requests resent on connections the server had given up, and keep-alive.
+    pub connections: goodput_metrics::ConnectionReuse,
 }
 
 /// Sessions the generator thread prepares ahead of the load.
@@ -387,6 +389,7 @@ pub async fn run_into(
         runtime_lag_ms,
         streams_open_after_done: shared.ep.after_done.drained(),
         streams_left_open: shared.ep.after_done.left_open(),
+        connections: shared.ep.connections.stats(),
     }
 }
 

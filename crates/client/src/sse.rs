@@ -101,6 +101,11 @@ impl SseDecoder {
         start
     }
 
+    /// Bytes of the event being received: its data so far and its unfinished line.
+    pub fn pending_bytes(&self) -> usize {
+        self.buf.len() + self.data.len()
+    }
+
     /// Gives back an event's `data` once it has been read, so the next event's text reuses its
     /// allocation (optional: a decoder that is given nothing back allocates per event).
     pub fn recycle(&mut self, mut data: String) {

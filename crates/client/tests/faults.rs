@@ -15,6 +15,7 @@ fn short_timeouts() -> Timeouts {
         first_token: Duration::from_millis(400),
         idle: Duration::from_millis(400),
         total: Duration::from_secs(10),
+        stall: None,
     }
 }
 
@@ -170,15 +171,12 @@ fn posts(records: &[goodput_metrics::RequestRecord]) -> u64 {
 
 #[tokio::test]
 async fn requests_are_sent_exactly_once_unless_retries_are_asked_for() {
-    // A server that reads a request and closes the connection without a response, except every
-    // third one. On a reused keep-alive connection that looks like the server closing the idle
-    // connection as the request arrived (it cannot be told apart), so the request is resent once,
-    // on a fresh connection, and counted in `stale_resends`; on a fresh connection the failure is
-    // the server's and final. With one request at a time: request 0 succeeds on connection A;
-    // request 1 meets A closed (POST 1), is resent on fresh B and cut again (POST 2): it fails;
-    // request 2 succeeds on fresh C (POST 3); and so on.
+    // A server that reads every other POST and closes the connection without a response. On a
+    // reused keep-alive connection that looks, to HTTP, like a server that closed the idle
+    // connection as the request arrived; but the server took this request (its close is a FIN
+    // after the request was read, not a reset), so it is a failure and is not sent again.
     fn script(n: usize) -> Script {
-        if !n.is_multiple_of(3) { vec![Step::Cut] } else { goodput_testkit::steady_stream(1.0, 0.5, 2, false) }
+        if n % 2 == 1 { vec![Step::Cut] } else { goodput_testkit::steady_stream(1.0, 0.5, 2, false) }
     }
     let server = ScriptedServer::start(script).await;
     let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
@@ -186,30 +184,69 @@ async fn requests_are_sent_exactly_once_unless_retries_are_asked_for() {
     let failed: Vec<_> = out.records.iter().filter(|r| !r.is_success()).collect();
     assert_eq!(failed.len(), 5, "requests 1, 3, 5, 7, 9");
     assert!(failed.iter().all(|r| class(r) == ErrorClass::StreamEndedEarly && r.attempts.is_empty()));
-    assert!(failed.iter().all(|r| r.stale_resends == 1 && r.reconnects == 0));
-    assert!(out.records.iter().filter(|r| r.is_success()).all(|r| r.stale_resends == 0));
-    assert_eq!(server.served().len(), 15);
-    assert_eq!(posts(&out.records), 15, "nothing is resent behind our back");
+    assert!(out.records.iter().all(|r| r.stale_resends == 0 && r.reconnects == 0));
+    assert_eq!(server.served().len(), 10, "the server received exactly one POST per request");
+    assert_eq!(posts(&out.records), 10, "nothing is resent behind our back");
+    assert!(failed[0].error.as_ref().unwrap().message.contains("may have read the request"), "{:?}", failed[0].error);
 
-    // --retries 1: each failure is resent once, and the record keeps the failed attempt
+    // --retries 1: each failure is resent once (after the backoff), and the record keeps the
+    // failed attempt: request 0 goes through on POST 0; every later request k meets the cut on
+    // POST 2k-1 and goes through on POST 2k
     let server = ScriptedServer::start(script).await;
     let mut ep = endpoint(&server.url(), Api::Completions, short_timeouts());
     ep.retries = 1;
-    let out = run_within(Duration::from_secs(20), ep, config(10, 1), workload(8, 2)).await;
+    let out = run_within(Duration::from_secs(30), ep, config(10, 1), workload(8, 2)).await;
     assert!(
         out.records.iter().all(|r| r.is_success()),
         "{:?}",
         out.records.iter().map(|r| &r.error).collect::<Vec<_>>()
     );
     let retried: Vec<_> = out.records.iter().filter(|r| !r.attempts.is_empty()).collect();
-    assert_eq!(retried.len(), 9, "request 0 went through; every later one met a closed connection first");
-    assert_eq!(server.served().len(), 28);
-    assert_eq!(posts(&out.records), 28);
+    assert_eq!(retried.len(), 9);
+    assert_eq!(server.served().len(), 19);
+    assert_eq!(posts(&out.records), 19);
     for r in retried {
-        assert_eq!((r.reconnects, r.stale_resends), (1, 1));
+        assert_eq!((r.reconnects, r.stale_resends), (1, 0));
         assert_eq!(r.attempts[0].error.class, ErrorClass::StreamEndedEarly);
-        assert!(r.attempts[0].sent_ms <= r.sent_ms.unwrap());
+        // capped exponential backoff with jitter: the first retry waits 375-500 ms
+        let waited = r.sent_ms.unwrap() - r.attempts[0].end_ms;
+        assert!((370.0..600.0).contains(&waited), "retried {waited:.1} ms after the failure");
     }
+}
+
+#[tokio::test]
+async fn a_429_is_retried_when_retry_after_says() {
+    // every third POST is refused with 429 and `Retry-After: 1`
+    fn script(n: usize) -> Script {
+        if n % 3 == 2 {
+            vec![Step::Head(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+                     content-length: 2\r\n\r\n{}"
+                    .into(),
+            )]
+        } else {
+            goodput_testkit::steady_stream(1.0, 0.5, 2, false)
+        }
+    }
+    let server = ScriptedServer::start(script).await;
+    let mut ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    ep.retries = 2;
+    let out = run_within(Duration::from_secs(20), ep, config(6, 1), workload(8, 2)).await;
+    assert!(out.records.iter().all(|r| r.is_success()));
+    // requests 2 and 4 met a 429 (POSTs 2 and 5) and went through a second later
+    assert_eq!(server.served().len(), 8);
+    assert_eq!(posts(&out.records), 8);
+    let retried: Vec<_> = out.records.iter().filter(|r| r.reconnects > 0).collect();
+    assert_eq!(retried.len(), 2);
+    for r in retried {
+        assert_eq!(r.attempts[0].error.status, Some(429));
+        let waited = r.sent_ms.unwrap() - r.attempts[0].end_ms;
+        assert!((999.0..1300.0).contains(&waited), "resent {waited:.1} ms after the 429");
+    }
+    let mut sends = goodput_metrics::Sends::default();
+    out.records.iter().for_each(|r| sends.add(r));
+    assert_eq!((sends.requests, sends.posts, sends.retries), (6, 8, 2));
+    assert_eq!(sends.retries_by_class.get("http_429"), Some(&2));
 }
 
 #[tokio::test]
@@ -237,6 +274,135 @@ async fn stalls_after_first_token() {
     )
     .await;
     assert_eq!(class(&r), ErrorClass::TimeoutIdle);
+}
+
+/// The silence from the first content event to the failure.
+fn silence_ms(r: &RequestRecord) -> f64 {
+    r.end_ms.unwrap() - r.event_ms[0]
+}
+
+#[tokio::test]
+async fn keep_alive_comments_do_not_hold_a_stalled_stream() {
+    // the help promises the longest silence *between stream events*: a comment every 100 ms is
+    // no event, so the request fails at the 400 ms idle timeout, not at the total timeout
+    fn script(_: usize) -> Script {
+        let mut v = vec![Step::SseHead, Step::Chunk(sse::completion(" a"))];
+        for k in 1..=40 {
+            v.push(Step::At(100.0 * k as f64));
+            v.push(Step::Chunk(": keep-alive\n\n".into()));
+        }
+        v
+    }
+    let r = one(script, Duration::from_secs(8)).await;
+    assert_eq!(class(&r), ErrorClass::TimeoutIdle);
+    assert!((390.0..900.0).contains(&silence_ms(&r)), "{}", silence_ms(&r));
+    let m = &r.error.as_ref().unwrap().message;
+    assert!(m.contains("no stream event") && m.contains("comment lines"), "{m}");
+}
+
+#[tokio::test]
+async fn a_trickle_that_completes_no_event_does_not_hold_a_stream() {
+    // one byte every 100 ms of an event that never ends
+    fn script(_: usize) -> Script {
+        let mut v = vec![Step::SseHead, Step::Chunk(sse::completion(" a"))];
+        for (k, b) in "data: {\"choices\":[{\"text\":\"slow\"}]}".chars().enumerate() {
+            v.push(Step::At(100.0 * (k + 1) as f64));
+            v.push(Step::Chunk(b.to_string()));
+        }
+        v
+    }
+    let r = one(script, Duration::from_secs(8)).await;
+    assert_eq!(class(&r), ErrorClass::TimeoutIdle);
+    assert!((390.0..900.0).contains(&silence_ms(&r)), "{}", silence_ms(&r));
+}
+
+#[tokio::test]
+async fn the_stall_guard_counts_bytes() {
+    // --timeout-stall below --timeout-idle: a silent stream fails at the stall timeout
+    let server = ScriptedServer::start(|_| {
+        vec![Step::SseHead, Step::Chunk(sse::completion(" a")), Step::Silence(Duration::from_secs(30))]
+    })
+    .await;
+    let mut to = short_timeouts();
+    to.stall = Some(Duration::from_millis(150));
+    let ep = endpoint(&server.url(), Api::Completions, to);
+    let out = run_within(Duration::from_secs(5), ep, config(1, 1), workload(8, 4)).await;
+    let r = &out.records[0];
+    assert_eq!(class(r), ErrorClass::TimeoutStall);
+    assert!((140.0..390.0).contains(&silence_ms(r)), "{}", silence_ms(r));
+}
+
+/// One request against `script` with `--retries 2`: its record, and the POSTs the server saw.
+async fn retried(script: fn(usize) -> Script) -> (RequestRecord, usize) {
+    let server = ScriptedServer::start(script).await;
+    let mut ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    ep.retries = 2;
+    let out = run_within(Duration::from_secs(10), ep, config(1, 1), workload(8, 4)).await;
+    (out.records.into_iter().next().unwrap(), server.served().len())
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_named_and_not_retried() {
+    let (r, posts) = retried(|_| {
+        let body = r#"{"id":"c","choices":[{"text":"a whole reply","finish_reason":"length"}]}"#;
+        vec![Step::Head(format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ))]
+    })
+    .await;
+    assert_eq!(class(&r), ErrorClass::NotStreamed);
+    assert_eq!(posts, 1, "a complete reply is not a broken stream: not retried");
+    let m = &r.error.unwrap().message;
+    assert!(m.contains("application/json") && m.contains("stream: true") && m.contains("a whole reply"), "{m}");
+}
+
+#[tokio::test]
+async fn a_proxy_page_names_its_content_type_and_shows_its_start() {
+    let (r, posts) = retried(|_| {
+        let body = "<html><head><title>Gateway login</title></head><body>Please sign in</body></html>";
+        vec![Step::Head(format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ))]
+    })
+    .await;
+    assert_eq!(class(&r), ErrorClass::ContentType);
+    assert_eq!(posts, 1);
+    let m = &r.error.unwrap().message;
+    assert!(m.contains("text/html") && m.contains("Gateway login"), "{m}");
+}
+
+#[tokio::test]
+async fn a_redirect_shows_where_it_points() {
+    let (r, posts) = retried(|_| {
+        vec![Step::Head(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: https://api.example.com/v1/completions\r\n\
+             content-length: 0\r\n\r\n"
+                .into(),
+        )]
+    })
+    .await;
+    assert_eq!(class(&r), ErrorClass::HttpStatus);
+    assert_eq!(posts, 1, "a redirect is not retried");
+    let e = r.error.unwrap();
+    assert_eq!(e.status, Some(307));
+    assert!(e.message.contains("https://api.example.com/v1/completions") && e.message.contains("not followed"));
+}
+
+#[tokio::test]
+async fn an_event_over_the_size_cap_fails_its_request() {
+    let server = ScriptedServer::start(|_| {
+        let blob = "x".repeat(64 * 1024);
+        vec![Step::SseHead, Step::Chunk(sse::completion(&blob)), Step::Chunk(sse::done()), Step::End]
+    })
+    .await;
+    let mut ep = endpoint(&server.url(), Api::Completions, short_timeouts());
+    ep.max_event_bytes = 16 * 1024;
+    let out = run_within(Duration::from_secs(5), ep, config(1, 1), workload(8, 4)).await;
+    let r = &out.records[0];
+    assert_eq!(class(r), ErrorClass::EventTooLarge);
+    assert!(r.event_ms.is_empty(), "no token is counted from it");
 }
 
 #[tokio::test]

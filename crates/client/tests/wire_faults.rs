@@ -21,6 +21,7 @@ fn short_timeouts() -> Timeouts {
         first_token: Duration::from_millis(400),
         idle: Duration::from_millis(400),
         total: Duration::from_secs(10),
+        stall: None,
     }
 }
 

@@ -481,6 +481,13 @@ impl EngineConfig {
             if self.replicas > 1 {
                 return bad("--replicas and --disaggregate: give the instances as prefill=P,decode=D".into());
             }
+            if d.ppd && self.kv_alloc == KvAlloc::Prealloc {
+                return bad(
+                    "--ppd keeps each conversation's KV on its decode instance to prefill its next turn there, which \
+                     contiguous pre-allocation cannot share: use --kv-alloc paged"
+                        .into(),
+                );
+            }
         }
         if self.prefix_caching && self.kv_alloc == KvAlloc::Prealloc {
             return bad(

@@ -348,11 +348,19 @@ impl Core {
 
     /// Makes room for `slot` to hold `tokens` tokens, preempting the most recently admitted
     /// running sequences as needed. Returns false if `slot` itself had to be preempted.
+    /// Padding (finished sequences a static batch keeps) gives its blocks up first: it has
+    /// nothing left to compute, so it leaves the batch rather than the queue's head (requeued, it
+    /// would be computed again for a request that has already ended).
     pub fn reserve(&mut self, slot: usize, tokens: u64) -> bool {
         loop {
             let seq = self.slots[slot].as_mut().expect("live slot");
             if self.kv.grow(&mut seq.table, tokens) {
                 return true;
+            }
+            if let Some(i) = self.running.iter().rposition(|&s| self.slots[s].as_ref().is_some_and(|q| q.done)) {
+                let padding = self.running.remove(i);
+                self.remove(padding);
+                continue;
             }
             let victim = *self.running.last().expect("a sequence that needs blocks is running");
             self.preempt(victim);
@@ -607,9 +615,10 @@ impl Policy for StaticBatching {
         }
         // the batch decodes; finished sequences are padding at their final context
         let mut unlimited = u64::MAX;
+        core.schedule_running_live(&mut unlimited);
+        // (after scheduling: padding that gave its blocks to a live sequence has left the batch)
         let padding: Vec<u64> =
             core.running.iter().map(|&s| core.seq(s)).filter(|q| q.done).map(|q| q.computed).collect();
-        core.schedule_running_live(&mut unlimited);
         for context in padding {
             core.shape.add_padding(context);
         }

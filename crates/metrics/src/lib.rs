@@ -9,6 +9,7 @@ pub mod events;
 pub mod record;
 pub mod request;
 pub mod selfcheck;
+pub mod sends;
 pub mod sketch;
 pub mod slo;
 pub mod stats;
@@ -36,6 +37,7 @@ impl ParseError {
 pub use record::{Attempt, ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 pub use request::RequestMetrics;
 pub use selfcheck::{AfterDone, Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
+pub use sends::{ConnectionReuse, Sends};
 pub use slo::{Slo, SloSummary, SloVerdict, Smoothing};
 pub use stats::{DEFAULT_EXACT_LIMIT, Distribution, Estimate, EstimateMethod, PercentileMethod, Samples};
 pub use stream::{Collector, DEFAULT_RECORD_CAP, RecordsKept, RecordsMode};

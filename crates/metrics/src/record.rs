@@ -31,6 +31,8 @@ pub enum ErrorClass {
     TimeoutFirstToken,
     /// The gap between two stream events exceeded the idle timeout.
     TimeoutIdle,
+    /// No bytes at all (not even a comment) arrived within the stall timeout.
+    TimeoutStall,
     /// The whole request exceeded the total timeout.
     TimeoutTotal,
     /// The stream could not be parsed (bad SSE, invalid JSON, unexpected shape).
@@ -43,6 +45,16 @@ pub enum ErrorClass {
     Cancelled,
     /// The engine model rejected the request (simulation: over the context, queue full).
     Rejected,
+    /// The server answered a complete JSON body: it ignored `stream: true`, so no token can be
+    /// timed.
+    NotStreamed,
+    /// A 2xx response that is not an event stream (an HTML page from a proxy, for one).
+    ContentType,
+    /// One SSE event exceeded the event size cap (`--max-event-size`).
+    EventTooLarge,
+    /// The client itself ran out of a resource (file descriptors: EMFILE, ENFILE): not the
+    /// server's failure, and the run is `client_bound`.
+    ClientLimit,
 }
 
 impl ErrorClass {
@@ -53,12 +65,17 @@ impl ErrorClass {
             ErrorClass::TimeoutConnect => "timeout_connect",
             ErrorClass::TimeoutFirstToken => "timeout_first_token",
             ErrorClass::TimeoutIdle => "timeout_idle",
+            ErrorClass::TimeoutStall => "timeout_stall",
             ErrorClass::TimeoutTotal => "timeout_total",
             ErrorClass::MalformedStream => "malformed_stream",
             ErrorClass::ServerErrorEvent => "server_error_event",
             ErrorClass::StreamEndedEarly => "stream_ended_early",
             ErrorClass::Cancelled => "cancelled",
             ErrorClass::Rejected => "rejected",
+            ErrorClass::NotStreamed => "not_streamed",
+            ErrorClass::ContentType => "content_type",
+            ErrorClass::EventTooLarge => "event_too_large",
+            ErrorClass::ClientLimit => "client_limit",
         }
     }
 }

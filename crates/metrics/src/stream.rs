@@ -150,6 +150,8 @@ struct Acc {
     /// (min, max) of scheduled, sent, and sent less cap wait over measured sends, and their count.
     sends: u64,
     spans: [(f64, f64); 3],
+    /// Every POST, by cause.
+    posts: crate::sends::Sends,
 }
 
 impl Acc {
@@ -163,6 +165,7 @@ impl Acc {
         self.first = Some(self.first.map_or(start, |f| f.min(start)));
         self.last = Some(self.last.map_or(end, |l| l.max(end)));
         self.any_turn |= r.turn.is_some();
+        self.posts.add(r);
         let s = &mut self.s;
         // the window is the whole run: every record sent and not cancelled is measured
         if r.sent_ms.is_none() || is_cancelled(r) {
@@ -219,14 +222,7 @@ impl Acc {
             opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| opts.offered_is_drawn));
         let m = opts.percentiles;
         self.d.describe_into(&mut s, m, self.any_turn);
-        s.runtime_lag_ms = opts.runtime_lag;
-        s.bookkeeping = opts.bookkeeping;
-        s.streams_after_done = opts.after_done;
-        for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
-            if c.server_total > 0 {
-                c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
-            }
-        }
+        crate::summary::finish_client_side(&mut s, opts, std::mem::take(&mut self.posts));
         let bound = client_bound(&s, opts, scheduled_rate, client_rate);
         s.verdict = if bound.any() { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
         s.warnings = warnings(&s, opts, &bound);

@@ -53,6 +53,9 @@ pub struct SummaryOptions {
     pub bookkeeping: Option<Bookkeeping>,
     /// A measured run: streams that went on after `[DONE]`.
     pub after_done: Option<AfterDone>,
+    /// A measured run: requests resent on connections the server had given up, and keep-alive.
+    /// When set, the summary counts every POST ([`Summary::sends`]).
+    pub connections: Option<crate::sends::ConnectionReuse>,
     /// SLO to evaluate (attainment, goodput, percentile verdicts), with smoothed-goodput
     /// parameters when they can be set.
     pub slo: Option<(Slo, Option<Smoothing>)>,
@@ -285,6 +288,10 @@ pub struct Summary {
     /// kept open past the grace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams_after_done: Option<AfterDone>,
+    /// Measured runs: every POST the server was sent, by cause (retries, stale-connection
+    /// resends), over all records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sends: Option<crate::sends::Sends>,
     /// Multi-turn sessions: TTFT of first turns and of later turns (which resend the conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_first_turn_ms: Option<Distribution>,
@@ -355,7 +362,9 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     let mut d = Dists::default();
     // (scheduled, sent, sent minus cap wait) of measured requests, for the self-check
     let mut sends: Vec<(f64, f64, f64)> = Vec::new();
+    let mut posts = crate::sends::Sends::default();
     for (r, &m) in records.iter().zip(&measured) {
+        posts.add(r);
         if !m {
             s.excluded += 1;
             s.cancelled += u64::from(is_cancelled(r));
@@ -430,14 +439,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         s.worker_gap_ms = gaps.describe(m);
         s.load_check = check;
     }
-    s.runtime_lag_ms = opts.runtime_lag;
-    s.bookkeeping = opts.bookkeeping;
-    s.streams_after_done = opts.after_done;
-    for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
-        if c.server_total > 0 {
-            c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
-        }
-    }
+    finish_client_side(&mut s, opts, posts);
     if let Some((slo, smoothing)) = &opts.slo {
         s.slo = Some(crate::slo::evaluate(slo, *smoothing, records, &measured, s.duration_s, m));
     }
@@ -445,6 +447,24 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
     s.verdict = if bound.any() { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
     s.warnings = warnings(&s, opts, &bound);
     s
+}
+
+/// What the client reports about itself beside the records (both summaries): its runtime lag,
+/// bookkeeping, streams after `[DONE]`, what the server was sent; and the token-count
+/// differences.
+pub(crate) fn finish_client_side(s: &mut Summary, opts: &SummaryOptions, mut posts: crate::sends::Sends) {
+    s.runtime_lag_ms = opts.runtime_lag;
+    s.bookkeeping = opts.bookkeeping;
+    s.streams_after_done = opts.after_done;
+    s.sends = opts.connections.map(|c| {
+        posts.connections = Some(c);
+        posts
+    });
+    for c in [&mut s.token_counts.input, &mut s.token_counts.output] {
+        if c.server_total > 0 {
+            c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
+        }
+    }
 }
 
 /// Every latency distribution of a summary, fed one measured record at a time: the batch
@@ -681,6 +701,7 @@ pub(crate) fn client_bound(
         lag_limit_ms,
         slow,
         late_runtime: s.runtime_lag_ms.is_some_and(|l| l.too_late()),
+        out_of_resources: s.failed_by_class.get(&ErrorClass::ClientLimit).copied().unwrap_or(0),
     }
 }
 
@@ -700,11 +721,13 @@ pub(crate) struct Bound {
     slow: Option<(f64, f64)>,
     /// The client's runtime woke too late.
     late_runtime: bool,
+    /// Requests the client failed itself, out of a resource (`client_limit`).
+    out_of_resources: u64,
 }
 
 impl Bound {
     pub(crate) fn any(&self) -> bool {
-        self.held_back || self.behind || self.late_runtime
+        self.held_back || self.behind || self.late_runtime || self.out_of_resources > 0
     }
 }
 
@@ -767,6 +790,13 @@ fn client_bound_message(s: &Summary, bound: &Bound) -> String {
             "the client's async runtime woke {:.1} ms late at p99 (max {:.1} ms; limit {RUNTIME_LAG_LIMIT_MS} ms): \
              responses were read late, so TTFT and E2E include the client's own delay",
             l.p99, l.max
+        ));
+    }
+    if bound.out_of_resources > 0 {
+        why.push(format!(
+            "{} requests failed in the client itself, out of file descriptors (`client_limit`: raise `ulimit -n` or \
+             lower the concurrency): the server never saw them",
+            bound.out_of_resources
         ));
     }
     why.join("; ")

@@ -145,6 +145,7 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
         run.plan.engine_plan().map_or(String::new(), |e| format!(" · engine {}", esc(&e.describe())))
     );
     pre(o, &crate::render_run("report", run));
+    sends_table(o, run);
     slo_table(o, run);
     provenance(o, run);
 
@@ -182,6 +183,42 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
     o.push_str("<details><summary>the run's plan (as data)</summary>");
     pre(o, &serde_json::to_string_pretty(&run.plan).unwrap_or_default());
     o.push_str("</details></section>\n");
+}
+
+/// What the server was sent (measured runs): POSTs by cause.
+fn sends_table(o: &mut String, run: &Run) {
+    let Some(x) = &run.summary.sends else { return };
+    let c = x.connections.unwrap_or_default();
+    o.push_str("<h3 id=\"sends\">What the server was sent</h3><table class=\"sends\"><tr><th class=\"l\">cause</th><th>POSTs</th></tr>");
+    let mut row = |what: String, n: u64| {
+        let _ = write!(o, "<tr><td class=\"l\">{}</td><td>{n}</td></tr>", esc(&what));
+    };
+    row("requests (first sends)".into(), x.requests);
+    for (class, n) in &x.retries_by_class {
+        row(format!("--retries after {class}"), *n);
+    }
+    for (n, how) in [
+        (c.unwritten, "never written: the client saw the close first"),
+        (c.closed_before_write, "the server had closed the connection before the write"),
+        (c.reset, "the server's kernel reset the request"),
+    ] {
+        if n > 0 {
+            row(format!("resent on a fresh connection ({how})"), n);
+        }
+    }
+    let shown = c.unwritten + c.closed_before_write + c.reset;
+    if x.stale_resends > shown {
+        row("resent on a fresh connection (reused connection given up)".into(), x.stale_resends - shown);
+    }
+    let _ = write!(o, "<tr><th class=\"l\">total</th><th>{}</th></tr></table>", x.posts);
+    if let Some(ms) = c.keep_alive_off_ms {
+        let _ = write!(
+            o,
+            "<p class=\"meta\">keep-alive off from {:.2} s: the server closes connections after its responses</p>",
+            ms / 1000.0
+        );
+    }
+    o.push('\n');
 }
 
 /// Each percentile predicate's verdict with its 95% confidence interval.

@@ -134,6 +134,9 @@ pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
         s.failed,
         if s.excluded > 0 { format!(" ({} outside the measurement window)", s.excluded) } else { String::new() }
     );
+    if let Some(sends) = &s.sends {
+        let _ = writeln!(o, "  sent         {}", sends.describe());
+    }
     let _ = writeln!(o, "  duration     {:.2} s", s.duration_s);
     let _ = writeln!(
         o,

@@ -217,6 +217,10 @@ pub enum ResultError {
     #[error("{path} is not a goodput result document: {message}")]
     Format { path: String, message: String },
     #[error(
+        "{path} is a {tool} result file, not a goodput result document: convert it first with `goodput import {path} --out FILE.json`"
+    )]
+    Foreign { path: String, tool: &'static str },
+    #[error(
         "{path} was written by a newer goodput (result schema version {found}); this one reads version {SCHEMA_VERSION}: upgrade goodput"
     )]
     NewerSchema { path: String, found: u64 },
@@ -244,6 +248,9 @@ impl ResultDoc {
     /// Reads a result document, checking its schema version first.
     pub fn read(path: &Path) -> Result<Self, ResultError> {
         let p = path.display().to_string();
+        if path.is_dir() {
+            return Err(ResultError::Read { path: p, message: "is a directory, not a result file".into() });
+        }
         let text =
             std::fs::read_to_string(path).map_err(|e| ResultError::Read { path: p.clone(), message: e.to_string() })?;
         Self::parse(&p, &text)
@@ -252,9 +259,13 @@ impl ResultDoc {
     /// Parses a document's text (`path` names it in errors).
     pub fn parse(path: &str, text: &str) -> Result<Self, ResultError> {
         let format = |message: String| ResultError::Format { path: path.into(), message };
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format(e.to_string()))?;
+        let foreign = || import::detect(text).map(|f| ResultError::Foreign { path: path.into(), tool: f.name() });
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| foreign().unwrap_or(format(e.to_string())))?;
         match v.get("schema_version").and_then(serde_json::Value::as_u64) {
-            None => return Err(format("no `schema_version` field".into())),
+            None => {
+                return Err(foreign().unwrap_or_else(|| format("no `schema_version` field".into())));
+            }
             Some(n) if n > SCHEMA_VERSION as u64 => {
                 return Err(ResultError::NewerSchema { path: path.into(), found: n });
             }
@@ -273,7 +284,7 @@ impl ResultDoc {
         use std::io::Write;
         let err = |e: std::io::Error| ResultError::Write { path: path.display().to_string(), message: e.to_string() };
         let tmp = path.with_extension("json.tmp");
-        {
+        let written = (|| {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp).map_err(err)?);
             let records: usize = self.runs.iter().map(|r| r.requests.len()).sum();
             if records > COMPACT_ABOVE_RECORDS {
@@ -283,9 +294,17 @@ impl ResultDoc {
             }
             .map_err(|e| ResultError::Write { path: path.display().to_string(), message: e.to_string() })?;
             w.write_all(b"\n").map_err(err)?;
-            w.flush().map_err(err)?;
+            w.flush().map_err(err)
+        })();
+        if let Err(e) = written {
+            // a half-written copy is no use to anyone
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
-        std::fs::rename(&tmp, path).map_err(err)
+        std::fs::rename(&tmp, path).map_err(|e| ResultError::Write {
+            path: path.display().to_string(),
+            message: format!("{e} (the whole document is in {})", tmp.display()),
+        })
     }
 }
 
@@ -359,6 +378,8 @@ impl Run {
         opts.runtime_lag = shards.firsts(runs).filter_map(|r| r.summary.runtime_lag_ms).reduce(|a, b| a.worst(b));
         opts.bookkeeping = shards.firsts(runs).filter_map(|r| r.summary.bookkeeping).reduce(|a, b| a + b);
         opts.after_done = shards.firsts(runs).filter_map(|r| r.summary.streams_after_done).reduce(|a, b| a + b);
+        opts.connections =
+            shards.firsts(runs).filter_map(|r| r.summary.sends.as_ref()?.connections).reduce(|a, b| a + b);
         let (mut summary, mut summary_full) = summaries(&records, &opts);
         let (engine_stats, dropped) = merged_engine_stats(runs, &shards);
         if let Some(w) = dropped {

@@ -101,10 +101,23 @@ pub struct Timeouts {
     pub connect: Duration,
     #[serde(with = "secs")]
     pub first_token: Duration,
+    /// The longest silence between stream events (dispatched SSE events: keep-alive comments
+    /// and bytes that complete no event do not count) once content has started.
     #[serde(with = "secs")]
     pub idle: Duration,
     #[serde(with = "secs")]
     pub total: Duration,
+    /// The longest silence in bytes once content has started (comments count); `None`: the
+    /// idle timeout's.
+    #[serde(with = "secs::opt", default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<Duration>,
+}
+
+impl Timeouts {
+    /// The byte-level stall guard.
+    pub fn stall(&self) -> Duration {
+        self.stall.unwrap_or(self.idle)
+    }
 }
 
 impl Default for Timeouts {
@@ -114,6 +127,7 @@ impl Default for Timeouts {
             first_token: Duration::from_secs(300),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(1800),
+            stall: None,
         }
     }
 }
@@ -286,6 +300,9 @@ pub struct RunPlan {
     /// Resends after a failure before any content (`bench`; 0: each request is sent once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
+    /// The largest one stream event may be, bytes (`bench`; default 16 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_event_bytes: Option<u64>,
     pub load: LoadPlan,
     pub workload: WorkloadPlan,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -302,6 +302,7 @@ fn merge_stage(parts: &[(&Run, goodput_workload::Shard)], notes: &[String]) -> (
     opts.runtime_lag = sorted.iter().filter_map(|(r, _)| r.summary.runtime_lag_ms).reduce(|a, b| a.worst(b));
     opts.bookkeeping = sorted.iter().filter_map(|(r, _)| r.summary.bookkeeping).reduce(|a, b| a + b);
     opts.after_done = sorted.iter().filter_map(|(r, _)| r.summary.streams_after_done).reduce(|a, b| a + b);
+    opts.connections = sorted.iter().filter_map(|(r, _)| r.summary.sends.as_ref()?.connections).reduce(|a, b| a + b);
     let (mut summary, mut summary_full) = summaries(&records, &opts);
     let mut extra: Vec<Warning> = Vec::new();
     for note in notes {

@@ -11,7 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use bytes::Bytes;
 use goodput_engine::{EngineRequest, Reject, block_hashes, output_length};
 use goodput_results::Api;
@@ -46,20 +45,55 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` resolves. Every accepted connection gets
-/// TCP_NODELAY (without it, streamed chunks stall for ~40 ms behind Nagle's algorithm).
+/// Serves `app(state)` on `listener` until `shutdown` resolves, then lets the connections finish
+/// what they are doing (at most [`DRAIN`]). Every accepted connection gets TCP_NODELAY (without
+/// it, streamed chunks stall for ~40 ms behind Nagle's algorithm), and one that has begun a
+/// request but not sent all of its header within the header timeout is closed (slowloris), as
+/// are keep-alive connections idle for longer.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let engine = state.engine().clone();
-    let r = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(state.0.cfg.header_timeout).keep_alive(true);
+    let service = hyper_util::service::TowerToHyperService::new(app(state));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    let r = loop {
+        let (tcp, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                // out of descriptors, or a connection reset before it was taken: go on
+                Err(e) if accept_error_is_transient(&e) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    continue;
+                }
+                Err(e) => break Err(e),
+            },
+            () = &mut shutdown => break Ok(()),
+        };
+        let _ = tcp.set_nodelay(true);
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service.clone());
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    };
+    let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
     engine.stop();
     r
+}
+
+/// The longest the server waits, once stopping, for its connections to finish.
+pub const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// An accept error after which the listener still works.
+fn accept_error_is_transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted | WouldBlock)
+        || matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
 
 async fn models(State(s): State<AppState>) -> Response {

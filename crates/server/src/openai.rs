@@ -87,6 +87,61 @@ fn boolean(v: &Value, field: &str) -> Result<bool, ApiError> {
     }
 }
 
+fn number(v: &Value, field: &str) -> Result<Option<f64>, ApiError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x.as_f64().map(Some).ok_or_else(|| ApiError::bad_request(format!("`{field}` must be a number"))),
+    }
+}
+
+/// The sampling parameters, checked as vLLM checks them (`SamplingParams`): a request vLLM
+/// refuses with a 400 is refused here too, with the same reason. Their values change nothing
+/// else in the model (it has no text to sample).
+fn sampling(v: &Value) -> Result<(), ApiError> {
+    let bad = |m: String| Err(ApiError::bad_request(m));
+    if let Some(t) = number(v, "temperature")?
+        && t < 0.0
+    {
+        return bad(format!("`temperature` must be non-negative, got {t}"));
+    }
+    if let Some(p) = number(v, "top_p")?
+        && !(p > 0.0 && p <= 1.0)
+    {
+        return bad(format!("`top_p` must be in (0, 1], got {p}"));
+    }
+    if let Some(p) = number(v, "min_p")?
+        && !(0.0..=1.0).contains(&p)
+    {
+        return bad(format!("`min_p` must be in [0, 1], got {p}"));
+    }
+    match v.get("top_k") {
+        None | Some(Value::Null) => {}
+        Some(k) => match k.as_i64() {
+            Some(k) if k >= -1 => {}
+            Some(k) => return bad(format!("`top_k` must be -1 (disable), or at least 1, got {k}")),
+            None => return bad("`top_k` must be an integer".into()),
+        },
+    }
+    for f in ["presence_penalty", "frequency_penalty"] {
+        if let Some(x) = number(v, f)?
+            && !(-2.0..=2.0).contains(&x)
+        {
+            return bad(format!("`{f}` must be in [-2, 2], got {x}"));
+        }
+    }
+    if let Some(x) = number(v, "repetition_penalty")?
+        && x <= 0.0
+    {
+        return bad(format!("`repetition_penalty` must be greater than zero, got {x}"));
+    }
+    match v.get("stop") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {}
+        Some(_) => return bad("`stop` must be a string or a list of strings".into()),
+    }
+    Ok(())
+}
+
 /// Parses and validates a request body.
 pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
     let v: Value =
@@ -169,6 +224,7 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
     {
         return Err(ApiError::bad_request("only `n: 1` is supported"));
     }
+    sampling(&v)?;
     let include_usage = match v.get("stream_options") {
         None | Some(Value::Null) => false,
         Some(o @ Value::Object(_)) => boolean(o, "include_usage")?,
@@ -314,6 +370,45 @@ mod tests {
         let r = parse(Api::Chat, br#"{"model":"m","messages":[{"role":"system","content":"a"},{"role":"user","content":[{"type":"text","text":"b"}]}]}"#).unwrap();
         assert_eq!(r.texts, vec!["a", "b"]);
         assert_eq!(r.max_tokens, None);
+    }
+
+    #[test]
+    fn sampling_parameters_vllm_refuses_are_refused() {
+        let req = |extra: &str| parse(Api::Completions, format!(r#"{{"model":"m","prompt":"hi",{extra}}}"#).as_bytes());
+        for ok in [
+            r#""temperature":0"#,
+            r#""temperature":1.5"#,
+            r#""top_p":1"#,
+            r#""top_p":0.01"#,
+            r#""top_k":-1"#,
+            r#""top_k":40"#,
+            r#""min_p":0"#,
+            r#""presence_penalty":-2"#,
+            r#""frequency_penalty":2"#,
+            r#""repetition_penalty":1.1"#,
+            r#""stop":["x","y"]"#,
+            r#""stop":"x""#,
+            r#""temperature":null"#,
+        ] {
+            assert!(req(ok).is_ok(), "{ok}");
+        }
+        for (bad, says) in [
+            (r#""temperature":"hot""#, "`temperature` must be a number"),
+            (r#""temperature":-0.1"#, "`temperature` must be non-negative"),
+            (r#""top_p":0"#, "`top_p` must be in (0, 1]"),
+            (r#""top_p":1.5"#, "`top_p` must be in (0, 1]"),
+            (r#""top_k":-2"#, "`top_k` must be -1"),
+            (r#""top_k":2.5"#, "`top_k` must be an integer"),
+            (r#""min_p":2"#, "`min_p` must be in [0, 1]"),
+            (r#""presence_penalty":3"#, "`presence_penalty` must be in [-2, 2]"),
+            (r#""repetition_penalty":0"#, "`repetition_penalty` must be greater than zero"),
+            (r#""stop":[1]"#, "`stop` must be a string or a list of strings"),
+        ] {
+            let e = req(bad).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert!(e.message.contains(says), "{bad}: {}", e.message);
+            assert_eq!(e.body()["error"]["type"], "invalid_request_error");
+        }
     }
 
     #[test]

@@ -28,11 +28,25 @@ pub struct ServerConfig {
     /// generator on the same machine keeps precedence (0: unchanged).
     #[serde(skip)]
     pub nice: i32,
+    /// A connection that has begun a request but not sent all of its header within this long is
+    /// closed (slowloris).
+    #[serde(skip)]
+    pub header_timeout: std::time::Duration,
 }
+
+/// The default of [`ServerConfig::header_timeout`].
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl ServerConfig {
     pub fn new(model_name: impl Into<String>) -> Self {
-        ServerConfig { model_name: model_name.into(), max_body_bytes: 16 << 20, seed: 0, trace: false, nice: 0 }
+        ServerConfig {
+            model_name: model_name.into(),
+            max_body_bytes: 16 << 20,
+            seed: 0,
+            trace: false,
+            nice: 0,
+            header_timeout: HEADER_TIMEOUT,
+        }
     }
 }
 

@@ -42,6 +42,47 @@ fn openai_error(v: &Value, code: u16) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_finishes_its_header_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let e = start(|_| {}, |s| s.header_timeout = Duration::from_millis(300)).await;
+    // slowloris: a request line and one header, then nothing
+    let mut sock = tokio::net::TcpStream::connect(e.addr).await.unwrap();
+    sock.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut total = 0;
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return total,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(3), "{waited:?}, {n} bytes");
+    // a whole request on a connection still works, and the server keeps serving
+    let (s, _) = post(&e, "/v1/completions", r#"{"model":"llama-3.1-8b","prompt":"hi","max_tokens":2}"#).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_parameters_vllm_refuses_get_a_400() {
+    let e = start(|_| {}, |_| {}).await;
+    for (body, says) in [
+        (r#"{"model":"llama-3.1-8b","prompt":"hi","temperature":"warm"}"#, "`temperature` must be a number"),
+        (r#"{"model":"llama-3.1-8b","prompt":"hi","temperature":-1}"#, "`temperature` must be non-negative"),
+        (r#"{"model":"llama-3.1-8b","prompt":"hi","top_p":0}"#, "`top_p` must be in (0, 1]"),
+    ] {
+        let (s, v) = post(&e, "/v1/completions", body).await;
+        assert_eq!(s, 400, "{body}");
+        assert!(openai_error(&v, 400).contains(says), "{v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_error_case_over_http() {
     let e = start(|_| {}, |s| s.max_body_bytes = 4096).await;
     let (s, v) = post(&e, "/v1/completions", "{not json").await;

@@ -211,6 +211,7 @@ struct Measured {
     runtime_lag_ms: goodput_metrics::Samples,
     bookkeeping: goodput_metrics::Bookkeeping,
     after_done: goodput_metrics::AfterDone,
+    connections: goodput_metrics::ConnectionReuse,
     /// The server's metrics scraped beside the load.
     server_metrics: Option<ServerMetrics>,
 }
@@ -222,6 +223,7 @@ impl Measured {
         opts.runtime_lag = goodput_metrics::RuntimeLag::of(&mut self.runtime_lag_ms, opts.percentiles);
         opts.bookkeeping = Some(self.bookkeeping);
         opts.after_done = Some(self.after_done);
+        opts.connections = Some(self.connections);
         let mut server_metrics = self.server_metrics;
         if let Some(m) = &mut server_metrics {
             m.cross_check(collector.output_tokens());
@@ -304,6 +306,9 @@ async fn measure(
     let mut ep =
         Endpoint::new(client, plan.api.unwrap_or_default(), plan.timeouts.unwrap_or_default(), res.tokenizer.clone());
     ep.retries = plan.retries.unwrap_or(0);
+    if let Some(b) = plan.max_event_bytes {
+        ep.max_event_bytes = usize::try_from(b).unwrap_or(usize::MAX);
+    }
     let cfg = RunConfig {
         load: stage.load.clone(),
         requests: plan.load.requests,
@@ -363,6 +368,7 @@ async fn measure(
             drained: outcome.streams_open_after_done,
             left_open: outcome.streams_left_open,
         },
+        connections: outcome.connections,
         server_metrics,
     })
 }

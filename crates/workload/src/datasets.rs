@@ -134,9 +134,18 @@ impl Dataset {
             DatasetKind::Mooncake => mooncake(path, text)?,
         };
         if entries.is_empty() {
-            return Err(err(path, 0, "(file)", "no usable entries"));
+            let why = match skipped_summary(&skipped) {
+                Some(s) => format!("no usable entries: every one was left out ({s})"),
+                None => "no usable entries: the file holds none".to_string(),
+            };
+            return Err(err(path, 0, "(file)", why));
         }
         Ok(Dataset { kind, path: path.to_string(), entries, skipped })
+    }
+
+    /// The entries left out, counted by reason with their first lines (`None` when none was).
+    pub fn skipped_summary(&self) -> Option<String> {
+        skipped_summary(&self.skipped)
     }
 
     /// Reads and parses a file.
@@ -155,6 +164,32 @@ impl Dataset {
     pub fn has_text(&self) -> bool {
         self.entries.iter().flat_map(|e| &e.turns).any(|t| !matches!(t.prompt, Prompt::Tokens(_)))
     }
+}
+
+/// `skipped` ("line N: reason" each) counted by reason, with the first few lines of each:
+/// "3 with an empty human turn (lines 4, 9, 12), 1 with no human turn (line 2)".
+fn skipped_summary(skipped: &[String]) -> Option<String> {
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut by: Vec<(String, Vec<String>)> = Vec::new();
+    for s in skipped {
+        let (line, why) = s.split_once(": ").map_or(("?", s.as_str()), |(l, w)| (l.trim_start_matches("line "), w));
+        match by.iter_mut().find(|(w, _)| w == why) {
+            Some((_, lines)) => lines.push(line.to_string()),
+            None => by.push((why.to_string(), vec![line.to_string()])),
+        }
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(why, lines)| {
+            let shown: Vec<&str> = lines.iter().take(5).map(String::as_str).collect();
+            let more = if lines.len() > 5 { format!(" and {} more", lines.len() - 5) } else { String::new() };
+            let word = if lines.len() == 1 { "line" } else { "lines" };
+            format!("{}: {why} ({word} {}{more})", lines.len(), shown.join(", "))
+        })
+        .collect();
+    Some(format!("{} left out: {}", skipped.len(), parts.join("; ")))
 }
 
 fn err(file: &str, line: usize, field: &str, message: impl Into<String>) -> WorkloadError {
@@ -205,6 +240,7 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
             err(file, line, &format!("[{i}].conversations"), "expected an array of {\"from\", \"value\"}")
         })?;
         let mut turns: Vec<EntryTurn> = Vec::new();
+        let mut cut = false;
         for (k, m) in conv.iter().enumerate() {
             let field = |name: &str| format!("[{i}].conversations[{k}].{name}");
             let from = m
@@ -217,7 +253,13 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
                 .ok_or_else(|| err(file, line, &field("value"), "expected a string"))?;
             match from {
                 "human" | "user" if value.trim().is_empty() => {
-                    skipped.push(format!("line {line}: an empty human turn ends the conversation there"));
+                    let why = if turns.is_empty() {
+                        "the first human turn is empty"
+                    } else {
+                        "an empty human turn ends the conversation there (its earlier turns are kept)"
+                    };
+                    skipped.push(format!("line {line}: {why}"));
+                    cut = true;
                     break;
                 }
                 "human" | "user" => {
@@ -236,7 +278,9 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
             }
         }
         if turns.is_empty() {
-            skipped.push(format!("line {line}: no human turn"));
+            if !cut {
+                skipped.push(format!("line {line}: no human turn"));
+            }
             continue;
         }
         out.push(Entry { line, time_s: None, turns, hash_ids: Vec::new() });
@@ -436,6 +480,31 @@ fn check_sorted(file: &str, entries: &[Entry]) -> Result<(), WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_left_out_are_counted_by_reason_and_named() {
+        let text = r#"[
+{"conversations": [{"from": "human", "value": ""}, {"from": "gpt", "value": "x"}]},
+{"conversations": [{"from": "gpt", "value": "hello"}]},
+{"conversations": [{"from": "human", "value": "  "}]},
+{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+]"#;
+        let d = Dataset::parse(DatasetKind::ShareGpt, "d.json", text).unwrap();
+        assert_eq!(d.entries.len(), 1);
+        assert_eq!(
+            d.skipped_summary().unwrap(),
+            "3 left out: 2: the first human turn is empty (lines 2, 4); 1: no human turn (line 3)"
+        );
+        // none usable: the error says why
+        let e = Dataset::parse(DatasetKind::ShareGpt, "d.json", &text.replace("\"hi\"", "\"\"")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no usable entries: every one was left out (4 left out: 3: the first human turn is empty"),
+            "{e}"
+        );
+        let e = Dataset::parse(DatasetKind::ShareGpt, "d.json", "[]").unwrap_err();
+        assert!(e.to_string().contains("the file holds none"), "{e}");
+    }
 
     fn shared(name: &str) -> Option<String> {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(name);

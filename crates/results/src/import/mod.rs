@@ -374,6 +374,7 @@ fn imported_plan(info: &RunInfo) -> RunPlan {
         ignore_eos: false,
         extra_body: None,
         retries: None,
+        max_event_bytes: None,
         scrape: None,
         load: LoadPlan {
             profile: info.profile,

@@ -1,0 +1,378 @@
+//! Measurement truth (issue 23): every request the server was sent is counted on screen, every
+//! finished record survives however the run ends, and the client's own limits are never blamed
+//! on the server. Each test reproduces a fault a new user met.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use goodput_testkit::{Script, ScriptedServer, Step, steady_stream};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
+}
+
+/// A server that reads every other POST and closes the connection before any response.
+fn every_other_cut(n: usize) -> Script {
+    if n % 2 == 1 { vec![Step::Cut] } else { steady_stream(1.0, 0.5, 2, false) }
+}
+
+#[test]
+fn a_flaky_server_receives_one_post_per_request_and_the_console_counts_them() {
+    let rt = rt();
+    let server = rt.block_on(ScriptedServer::start(every_other_cut));
+    let dir = temp_dir("truth-flaky");
+    let out = dir.join("r.json");
+    let html = dir.join("r.html");
+    let o = run(
+        &[
+            "bench",
+            "--url",
+            &server.url(),
+            "--requests",
+            "10",
+            "--concurrency",
+            "1",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(30),
+    );
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", text(&o.stderr));
+    assert_eq!(server.served().len(), 10, "the server received exactly one POST per request");
+    assert!(stdout.contains("10 attempted, 5 completed, 5 failed"), "{stdout}");
+    assert!(stdout.contains("sent         10 POSTs for 10 requests"), "{stdout}");
+    let doc = load_valid(&out);
+    let sends = &doc["runs"][0]["summary"]["sends"];
+    assert_eq!((sends["requests"].as_u64(), sends["posts"].as_u64()), (Some(10), Some(10)), "{sends}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("What the server was sent"), "the report says what was sent");
+}
+
+/// Every third POST is refused with 429 and `Retry-After: 1`.
+fn every_third_429(n: usize) -> Script {
+    if n % 3 == 2 {
+        vec![Step::Head(
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+             content-length: 2\r\n\r\n{}"
+                .into(),
+        )]
+    } else {
+        steady_stream(1.0, 0.5, 2, false)
+    }
+}
+
+#[test]
+fn retries_honour_retry_after_and_are_counted_by_class() {
+    let rt = rt();
+    let server = rt.block_on(ScriptedServer::start(every_third_429));
+    let dir = temp_dir("truth-429");
+    let out = dir.join("r.json");
+    let o = run(
+        &[
+            "bench",
+            "--url",
+            &server.url(),
+            "--requests",
+            "6",
+            "--concurrency",
+            "1",
+            "--retries",
+            "2",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(30),
+    );
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", text(&o.stderr));
+    // requests 2 and 4 meet a 429 (POSTs 2 and 5) and go through a second later
+    assert_eq!(server.served().len(), 8);
+    assert!(stdout.contains("8 POSTs for 6 requests · 2 retries (http_429 2)"), "{stdout}");
+    let doc = load_valid(&out);
+    let served = server.served();
+    for (refused, resent) in [(2, 3), (5, 6)] {
+        let gap = served[resent].arrived - served[refused].arrived;
+        assert!(gap >= Duration::from_millis(990), "the resend came {gap:?} after the 429");
+    }
+    assert_eq!(doc["runs"][0]["summary"]["sends"]["retries_by_class"]["http_429"], 2);
+}
+
+/// Streams of `n` tokens 100 ms apart, all four users' requests ending together.
+fn slow_together(_: usize) -> Script {
+    steady_stream(100.0, 100.0, 10, false)
+}
+
+#[test]
+fn records_finishing_together_are_all_logged_within_100_ms() {
+    let rt = rt();
+    let server = rt.block_on(ScriptedServer::start(slow_together));
+    let dir = temp_dir("truth-jsonl");
+    let out = dir.join("r.json");
+    let jsonl = dir.join("r.requests.jsonl");
+    let child = bin()
+        .args(["bench", "--url", &server.url(), "--requests", "8", "--concurrency", "4"])
+        .args(["--input-tokens", "8", "--output-tokens", "10", "--out", out.to_str().unwrap(), "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // the first four finish together at about 1 s: all four lines are there 100 ms later
+    let mut seen = Vec::new();
+    while started.elapsed() < Duration::from_secs(20) && seen.len() < 2 {
+        let n = std::fs::read_to_string(&jsonl).map(|t| t.lines().count()).unwrap_or(0);
+        if n > 0 && seen.last().is_none_or(|(m, _)| *m != n) {
+            seen.push((n, Instant::now()));
+            // the log must not sit on the rest of a batch: 100 ms later the batch is whole
+            std::thread::sleep(Duration::from_millis(100));
+            let later = std::fs::read_to_string(&jsonl).unwrap().lines().count();
+            assert_eq!(later % 4, 0, "{later} lines 100 ms after the first of a batch of 4 ({seen:?})");
+            seen.last_mut().unwrap().0 = later;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let o = wait_with_deadline(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&jsonl).unwrap().lines().count(), 8);
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_keeps_what_was_measured_and_exits_143() {
+    let rt = rt();
+    // slow streams: 200 tokens 20 ms apart (4 s each) after a quick first request
+    let server = rt.block_on(ScriptedServer::start(|n| {
+        if n == 0 { steady_stream(1.0, 1.0, 2, false) } else { steady_stream(10.0, 20.0, 200, false) }
+    }));
+    let dir = temp_dir("truth-sigterm");
+    let out = dir.join("t.json");
+    let child = bin()
+        .args(["bench", "--url", &server.url(), "--requests", "100", "--concurrency", "4", "--grace", "300ms"])
+        .args(["--output-tokens", "200", "--input-tokens", "8", "--out", out.to_str().unwrap(), "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let o = wait_with_deadline(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(143), "stderr: {}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("SIGTERM"), "{}", text(&o.stderr));
+    let doc = load_valid(&out);
+    assert_eq!(doc["interrupted"], true);
+    let reqs = doc["runs"][0]["requests"].as_array().unwrap();
+    // the finished first request and the four cancelled in flight
+    assert_eq!(reqs.len(), 5, "{reqs:?}");
+    assert_eq!(reqs.iter().filter(|r| r["error"]["class"] == "cancelled").count(), 4);
+    let jsonl = std::fs::read_to_string(dir.join("t.requests.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), 5);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_warns_during_the_run_naming_the_log_and_keeps_every_record() {
+    let rt = rt();
+    let server = rt.block_on(ScriptedServer::start(|_| steady_stream(1.0, 1.0, 2, false)));
+    let dir = temp_dir("truth-full");
+    let out = dir.join("f.json");
+    // the log's name points at /dev/full: every write fails with ENOSPC
+    let jsonl = dir.join("f.requests.jsonl");
+    let _ = std::fs::remove_file(&jsonl);
+    std::os::unix::fs::symlink("/dev/full", &jsonl).unwrap();
+    let o = run(
+        &[
+            "bench",
+            "--url",
+            &server.url(),
+            "--requests",
+            "20",
+            "--concurrency",
+            "2",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        Duration::from_secs(30),
+    );
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{}\n{stderr}", text(&o.stdout));
+    assert!(stderr.contains("cannot write") && stderr.contains("f.requests.jsonl"), "{stderr}");
+    assert!(stderr.contains("only in the result document"), "{stderr}");
+    let doc = load_valid(&out);
+    assert_eq!(doc["runs"][0]["requests"].as_array().unwrap().len(), 20);
+}
+
+#[cfg(unix)]
+#[test]
+fn the_open_file_limit_is_named_before_the_run_not_blamed_on_the_server() {
+    let rt = rt();
+    let server = rt.block_on(ScriptedServer::start(|_| steady_stream(1.0, 1.0, 2, false)));
+    let bin = env!("CARGO_BIN_EXE_goodput");
+    // `ulimit -n 256` sets the hard limit too: 1000 users cannot all connect
+    let cmd = format!(
+        "ulimit -n 256 && exec {bin} bench --url {} --concurrency 1000 --requests 1000 --input-tokens 8 \
+         --output-tokens 2 -q",
+        server.url()
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &cmd])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_with_deadline(child, Duration::from_secs(30));
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}\n{stderr}", text(&o.stdout));
+    assert!(
+        stderr.contains("--concurrency 1000") && stderr.contains("ulimit -n") && stderr.contains("256"),
+        "{stderr}"
+    );
+    assert!(server.served().is_empty(), "refused before any request");
+}
+
+#[cfg(unix)]
+#[test]
+fn running_out_of_files_is_the_clients_failure_and_the_run_is_client_bound() {
+    let rt = rt();
+    // one-second streams, so an uncapped open loop at 400 req/s keeps hundreds in flight
+    let server = rt.block_on(ScriptedServer::start(|_| steady_stream(1000.0, 1.0, 2, false)));
+    let dir = temp_dir("truth-emfile");
+    let out = dir.join("e.json");
+    let bin = env!("CARGO_BIN_EXE_goodput");
+    let cmd = format!(
+        "ulimit -n 96 && exec {bin} bench --url {} --rate 400 --requests 200 --input-tokens 8 --output-tokens 2 \
+         --out {} -q",
+        server.url(),
+        out.display()
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &cmd])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_with_deadline(child, Duration::from_secs(60));
+    let stdout = text(&o.stdout);
+    let doc = load_valid(&out);
+    let s = &doc["runs"][0]["summary"];
+    let limited = s["failed_by_class"]["client_limit"].as_u64().unwrap_or(0);
+    assert!(limited > 0, "{s}\n{stdout}\n{}", text(&o.stderr));
+    assert_eq!(s["failed_by_class"].get("connect"), None, "the client's limit is not a connect failure: {s}");
+    assert_eq!(s["verdict"], "client_bound", "{s}");
+    assert!(stdout.contains("out of file descriptors"), "{stdout}");
+}
+
+#[test]
+fn every_bad_file_argument_of_report_compare_and_merge_exits_2() {
+    let dir = temp_dir("truth-bad-files");
+    let not_json = dir.join("not.json");
+    std::fs::write(&not_json, "not json").unwrap();
+    let no_version = dir.join("other.json");
+    std::fs::write(&no_version, r#"{"x": 1}"#).unwrap();
+    let good = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/results/v1-sim-before-run-ids.json");
+    let vllm = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/import/vllm_small.json");
+    let out = dir.join("m.json");
+    let (nj, nv, d) = (not_json.to_str().unwrap(), no_version.to_str().unwrap(), dir.to_str().unwrap());
+    let missing = dir.join("missing.json");
+    let missing = missing.to_str().unwrap();
+    for args in [
+        vec!["report", missing],
+        vec!["report", nj],
+        vec!["report", nv],
+        vec!["report", d],
+        vec!["compare", good, nj],
+        vec!["compare", good, missing],
+        vec!["merge", nj, good, "--out", out.to_str().unwrap()],
+        vec!["merge", missing, "--out", out.to_str().unwrap()],
+        vec!["merge", d, "--out", out.to_str().unwrap()],
+    ] {
+        let o = run(&args, Duration::from_secs(30));
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+    }
+    // another tool's results: the way to read them is named
+    let o = run(&["report", vllm], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("goodput import"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_whole_endpoint_url_is_used_as_the_endpoint() {
+    let rt = rt();
+    let server = rt.block_on(ScriptedServer::start(|_| steady_stream(1.0, 1.0, 2, true)));
+    // `…/v1/chat/completions` given whole: that endpoint, once (not `/v1/completions/v1/…`)
+    let url = format!("{}/v1/chat/completions", server.url());
+    let o = run(
+        &["bench", "--url", &url, "--requests", "2", "--concurrency", "1", "--output-tokens", "2", "-q"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(server.served().iter().all(|s| s.path == "POST /v1/chat/completions"), "{:?}", server.served()[0].path);
+    // an --api naming the other endpoint is refused, naming both
+    let o = run(&["bench", "--url", &url, "--api", "completions", "--requests", "1"], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--api") && text(&o.stderr).contains("/v1/chat/completions"));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_unwritable_result_file_is_refused_before_the_plan_runs() {
+    // /proc is read-only: plan used to simulate every candidate, then fail to write
+    let started = Instant::now();
+    let o = run(
+        &[
+            "plan",
+            "--preset",
+            "chat",
+            "--model",
+            "llama-3.1-8b",
+            "--gpus",
+            "h100",
+            "--tp",
+            "1",
+            "--out",
+            "/proc/x.json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--out"), "{}", text(&o.stderr));
+    assert!(started.elapsed() < Duration::from_secs(5), "refused before the search");
+}
+
+#[test]
+fn dataset_entries_left_out_are_counted_and_named() {
+    let dir = temp_dir("truth-dataset");
+    let data = dir.join("d.json");
+    std::fs::write(
+        &data,
+        r#"[{"conversations": [{"from": "human", "value": ""}]},
+{"conversations": [{"from": "human", "value": "hello there"}, {"from": "gpt", "value": "hi"}]}]"#,
+    )
+    .unwrap();
+    let ds = format!("sharegpt:{}", data.display());
+    let o = run(&["sim", "--dataset", &ds, "--requests", "2", "-q"], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("1 left out: 1: the first human turn is empty (line 1)"), "{}", text(&o.stderr));
+}
