@@ -126,6 +126,11 @@ fn check(url: &str, api: &str) {
     assert_eq!(run["plan"]["model"], "SmolLM2-135M-Instruct");
     let s = &run["summary"];
     assert_eq!(s["completed"], 6, "{api}: {}", text(&o.stdout));
+    // llama.cpp's server closes each connection after its response: no request fails for it,
+    // and the server received exactly one POST per request
+    assert_eq!(s["failed"], 0, "{api}: {}", text(&o.stdout));
+    assert_eq!(s["sends"]["posts"], 6, "{api}: {}", s["sends"]);
+    println!("{api}: {}", text(&o.stdout).lines().find(|l| l.contains("POSTs")).unwrap_or(""));
     for r in run["requests"].as_array().unwrap() {
         let rec: goodput_metrics::RequestRecord = serde_json::from_value(r.clone()).unwrap();
         assert!(rec.is_success(), "{api}: {:?}", rec.error);

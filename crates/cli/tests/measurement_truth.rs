@@ -50,7 +50,7 @@ fn a_flaky_server_receives_one_post_per_request_and_the_console_counts_them() {
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", text(&o.stderr));
     assert_eq!(server.served().len(), 10, "the server received exactly one POST per request");
     assert!(stdout.contains("10 attempted, 5 completed, 5 failed"), "{stdout}");
-    assert!(stdout.contains("sent         10 POSTs for 10 requests"), "{stdout}");
+    assert!(stdout.contains("sent         10 POSTs reached the server for 10 requests"), "{stdout}");
     let doc = load_valid(&out);
     let sends = &doc["runs"][0]["summary"]["sends"];
     assert_eq!((sends["requests"].as_u64(), sends["posts"].as_u64()), (Some(10), Some(10)), "{sends}");
@@ -102,7 +102,7 @@ fn retries_honour_retry_after_and_are_counted_by_class() {
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", text(&o.stderr));
     // requests 2 and 4 meet a 429 (POSTs 2 and 5) and go through a second later
     assert_eq!(server.served().len(), 8);
-    assert!(stdout.contains("8 POSTs for 6 requests · 2 retries (http_429 2)"), "{stdout}");
+    assert!(stdout.contains("8 POSTs reached the server for 6 requests · 2 retries (http_429 2)"), "{stdout}");
     let doc = load_valid(&out);
     let served = server.served();
     for (refused, resent) in [(2, 3), (5, 6)] {

@@ -111,9 +111,11 @@ pub fn stamp(arrivals: Option<&Arrivals>, floor: Instant) -> Instant {
     }
 }
 
-/// A connector of plain TCP connections that stamp what they read ([`StampedTcp`]).
+/// A connector of plain TCP connections that stamp what they read ([`StampedTcp`]) and keep
+/// what the kernel says of the server's side ([`crate::closing::Peer`], reporting to the client's
+/// keep-alive switch).
 #[derive(Clone, Debug)]
-pub struct Stamping(pub HttpConnector);
+pub struct Stamping(pub HttpConnector, pub crate::closing::KeepAlive);
 
 impl tower_service::Service<http::Uri> for Stamping {
     type Response = StampedTcp;
@@ -127,9 +129,10 @@ impl tower_service::Service<http::Uri> for Stamping {
     fn call(&mut self, uri: http::Uri) -> Self::Future {
         sys::keep_stamping();
         let fut = self.0.call(uri);
+        let keep_alive = self.1.clone();
         Box::pin(async move {
             let mut c = StampedTcp::new(fut.await?.into_inner());
-            c.peer = Some(Default::default());
+            c.peer = Some(crate::closing::Peer::new(keep_alive));
             Ok(c)
         })
     }
@@ -146,6 +149,10 @@ pub struct StampedTcp {
     /// What the kernel said about the server's side of the connection ([`crate::closing`]);
     /// `None` on a server's side of one.
     peer: Option<crate::closing::Peer>,
+    /// A request about to reuse the connection: checked for the server's close before its first
+    /// byte, after waiting out [`crate::closing::SETTLE`] (`settle`) when it must.
+    checking: bool,
+    settle: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl StampedTcp {
@@ -153,7 +160,7 @@ impl StampedTcp {
     pub fn new(io: TcpStream) -> Self {
         sys::keep_stamping();
         let stamped = sys::enable(&io);
-        StampedTcp { io, stamped, arrivals: Arrivals::default(), peer: None }
+        StampedTcp { io, stamped, arrivals: Arrivals::default(), peer: None, checking: false, settle: None }
     }
 
     /// The connection's stamps.
@@ -188,25 +195,39 @@ impl StampedTcp {
                         peer.set_reset();
                     }
                 }
+                peer.on_end();
             }
             Err(std::io::ErrorKind::ConnectionReset) => peer.set_reset(),
             Err(_) => {}
         }
     }
 
-    /// Before the first write of a request on a connection that has answered one: whether the
-    /// server has closed it meanwhile (then nothing is written).
-    fn closed_before_write(&self) -> bool {
-        if !self.peer.as_ref().is_some_and(crate::closing::Peer::starts_request_after_answer) {
-            return false;
+    /// Before the first write of a request on a connection that has answered one: waits out
+    /// the settling time when it must, then an error when the server has closed the connection
+    /// meanwhile (nothing is written).
+    fn before_write(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let Some(peer) = self.peer.clone() else { return Poll::Ready(Ok(())) };
+        if !self.checking {
+            if !peer.starts_request_after_answer() {
+                return Poll::Ready(Ok(()));
+            }
+            self.checking = true;
+            self.settle = peer.settle().map(|d| Box::pin(tokio::time::sleep(d)));
         }
+        if let Some(s) = &mut self.settle {
+            std::task::ready!(s.as_mut().poll(cx));
+            self.settle = None;
+        }
+        self.checking = false;
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsFd;
-            crate::closing::sys::peer_closed(self.io.as_fd())
+            if crate::closing::sys::peer_closed(self.io.as_fd()) {
+                return Poll::Ready(Err(std::io::Error::other(crate::closing::NotWritten)));
+            }
         }
-        #[cfg(not(target_os = "linux"))]
-        false
+        peer.reusing();
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -266,9 +287,7 @@ impl Read for StampedTcp {
 
 impl Write for StampedTcp {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        if self.closed_before_write() {
-            return Poll::Ready(Err(std::io::Error::other(crate::closing::NotWritten)));
-        }
+        std::task::ready!(self.before_write(cx))?;
         let r = tokio::io::AsyncWrite::poll_write(Pin::new(&mut self.io), cx, buf);
         self.wrote(&r);
         r
@@ -291,9 +310,7 @@ impl Write for StampedTcp {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        if self.closed_before_write() {
-            return Poll::Ready(Err(std::io::Error::other(crate::closing::NotWritten)));
-        }
+        std::task::ready!(self.before_write(cx))?;
         let r = tokio::io::AsyncWrite::poll_write_vectored(Pin::new(&mut self.io), cx, bufs);
         self.wrote(&r);
         r
@@ -443,7 +460,7 @@ mod tests {
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url: http::Uri = format!("http://{}", listener.local_addr().unwrap()).parse().unwrap();
-        let mut conn = Stamping(HttpConnector::new()).call(url).await.unwrap();
+        let mut conn = Stamping(HttpConnector::new(), Default::default()).call(url).await.unwrap();
         assert!(conn.stamped, "the kernel refused SO_TIMESTAMPNS");
         let (mut server, _) = listener.accept().await.unwrap();
         let arrivals = conn.arrivals.clone();

@@ -1,31 +1,108 @@
 //! Whether the server took a request that failed before any byte of a response.
 //!
-//! Servers close keep-alive connections without saying so: llama.cpp's after every streamed
-//! response, uvicorn's (vLLM, SGLang) after 5 s idle. A closed loop that sends the moment a
-//! stream ends can write its next request into a connection the server is closing. Such a
-//! request never reached the server and may be sent again; a request the server read and then
-//! dropped (a crash, an overloaded proxy) must not be, or the server sees more requests than the
-//! run reports. The two look the same to HTTP (the connection ends with no response), but not to
-//! TCP. [`Peer`], shared by a connection and the requests it carries, keeps what the kernel says:
+//! Servers close keep-alive connections without saying so: llama.cpp's right after every
+//! streamed response (its FIN follows the last chunk by 0.1 ms or more), uvicorn's (vLLM,
+//! SGLang) after 5 s idle. A closed loop that sends the moment a stream ends can write its next
+//! request into a connection the server is closing. Such a request never reached the server and
+//! may be sent again; a request the server read and then dropped (a crash, an overloaded proxy)
+//! must not be, or the server sees more requests than the run reports. The two look the same to
+//! HTTP (the connection ends with no response), but not to TCP. [`Peer`], shared by a connection
+//! and the requests it carries, keeps what the kernel says, and a request is sent again only
+//! when it shows one of:
 //!
+//! - **not written**: nothing of the request was written since the connection's last answer
+//!   (the HTTP client saw the close first, or the connection ended while the request waited);
 //! - **closed before the write**: the first write of a request on a connection that has carried
 //!   one looks (`recv` with `MSG_PEEK`) for the server's FIN or reset first; when one is there it
-//!   writes nothing and fails with [`NotWritten`];
+//!   writes nothing and fails with [`NotWritten`]. Until the run has seen the server keep a
+//!   connection ([`KeepAlive`]), that look waits for the connection to have been idle
+//!   [`SETTLE`], so a close that follows a response closely is caught before anything is written;
 //! - **reset**: the server's kernel answered with a reset (`ECONNRESET`, or `EPIPE` where the
-//!   server's FIN came first, as a read's error or the socket's pending error): the request reached a socket the server had closed, or was
-//!   still unread in it when the server closed (a server that has read a request and closes sends
-//!   a FIN, not a reset). Where the reset is still on its way when the connection ends (the FIN
-//!   crossed the request), the connection's socket is kept open a moment so that
-//!   [`Peer::wait_reset`] can see it arrive, for at most two round trips.
+//!   server's FIN came first, as a read's error or the socket's pending error): the request
+//!   reached a socket the server had closed, or was still unread in it when the server closed (a
+//!   server that has read a request and closes sends a FIN, not a reset). Where the reset is
+//!   still on its way when the connection ends (the FIN crossed the request), the connection's
+//!   socket is kept open a moment so that [`Peer::wait_reset`] can see it arrive, for at most two
+//!   round trips.
 //!
 //! Anything else (the connection ended with a FIN after the request was written) is the server's
 //! failure, and final. One case is taken for a request that did not reach the server although it
 //! did: a server that reads a request and then aborts the connection with a reset (`SO_LINGER`
-//! 0) rather than closing it.
+//! 0) rather than closing it. A server seen closing a connection right after its response gets
+//! a connection per request from then on ([`KeepAlive`]), so later requests race no close.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What the run has learnt of the server's keep-alive, shared by the client and its
+/// connections. Until a reused connection has been answered, a request about to reuse one
+/// within [`SETTLE`] of its last response waits out the rest of that time and looks for the
+/// server's close first: a server that closes connections right after their responses
+/// (llama.cpp's, about 0.1 ms after the last chunk on loopback) is caught before any request is
+/// written into such a connection. Once the server is seen doing so, keep-alive is turned off for
+/// good (each request gets a connection of its own); once a reused connection is answered, the
+/// wait is over.
+#[derive(Clone, Debug, Default)]
+pub struct KeepAlive(Arc<Mutex<Learnt>>);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+enum Learnt {
+    #[default]
+    Unknown,
+    /// A reused connection was answered.
+    Kept,
+    /// The server closed a connection right after its response (when it was seen).
+    Off(Instant),
+}
+
+/// A connection the server closed within this long of its last response was closed because the
+/// response ended (not for being idle): the server closes connections after each response.
+pub const CLOSES_AFTER_RESPONSE: Duration = Duration::from_secs(1);
+
+/// Until the server is known to keep connections, a connection is reused no sooner than this
+/// after its last response bytes (the first few reuses of a run wait at most this long).
+pub const SETTLE: Duration = Duration::from_millis(25);
+
+impl KeepAlive {
+    fn get(&self) -> Learnt {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether requests still reuse connections.
+    pub fn on(&self) -> bool {
+        self.off_since().is_none()
+    }
+
+    /// Whether a reused connection has been answered (no settling needed).
+    pub fn known_kept(&self) -> bool {
+        self.get() == Learnt::Kept
+    }
+
+    /// When keep-alive was turned off.
+    pub fn off_since(&self) -> Option<Instant> {
+        match self.get() {
+            Learnt::Off(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Turns keep-alive off (the first call's time is kept).
+    pub fn turn_off(&self) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(*g, Learnt::Off(_)) {
+            *g = Learnt::Off(Instant::now());
+        }
+    }
+
+    /// A reused connection was answered: the server keeps connections.
+    fn kept(&self) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if *g == Learnt::Unknown {
+            *g = Learnt::Kept;
+        }
+    }
+}
 
 /// A connection's history as the kernel reported it, shared by the connection and its requests.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +112,8 @@ pub struct Peer(Arc<Inner>);
 struct Inner {
     /// Response bytes were read since the last write: the next write starts a new request.
     answered: AtomicBool,
+    /// The request being answered is a reused connection's.
+    reused: AtomicBool,
     /// A write is waiting for its answer (bytes written, none read since).
     outstanding: AtomicBool,
     /// The server's kernel reset the connection.
@@ -45,6 +124,9 @@ struct Inner {
     /// reset arrive after it ([`Peer::wait_reset`]).
     #[cfg(target_os = "linux")]
     kept: Mutex<Option<std::os::fd::OwnedFd>>,
+    /// The client's keep-alive switch, turned off when this connection is closed by the server
+    /// right after a response.
+    keep_alive: Option<KeepAlive>,
 }
 
 /// The error a write returns when the server had closed the connection before it: nothing was
@@ -65,8 +147,32 @@ pub enum NotTaken {
 }
 
 impl Peer {
+    /// A connection of a client whose keep-alive switch is `keep_alive`.
+    pub fn new(keep_alive: KeepAlive) -> Self {
+        Peer(Arc::new(Inner { keep_alive: Some(keep_alive), ..Default::default() }))
+    }
+
+    /// The server ended the connection (its FIN was read). Idle, within
+    /// [`CLOSES_AFTER_RESPONSE`] of its last response: the server closes connections after
+    /// their responses, and the client stops reusing them.
+    pub(crate) fn on_end(&self) {
+        let idle = !self.outstanding();
+        let soon = self.idle_for().is_some_and(|d| d < CLOSES_AFTER_RESPONSE);
+        if idle
+            && soon
+            && let Some(k) = &self.0.keep_alive
+        {
+            k.turn_off();
+        }
+    }
+
     /// Bytes of a response were read.
     pub(crate) fn on_read(&self) {
+        if self.0.reused.swap(false, Ordering::Relaxed)
+            && let Some(k) = &self.0.keep_alive
+        {
+            k.kept();
+        }
         self.0.answered.store(true, Ordering::Relaxed);
         self.0.outstanding.store(false, Ordering::Relaxed);
         *self.0.last_read.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
@@ -81,6 +187,21 @@ impl Peer {
     /// (and so must first look for the server's close). Clears the mark.
     pub(crate) fn starts_request_after_answer(&self) -> bool {
         self.0.answered.swap(false, Ordering::Relaxed)
+    }
+
+    /// A request is being written on this (reused) connection: its answer shows the server
+    /// keeps connections.
+    pub(crate) fn reusing(&self) {
+        self.0.reused.store(true, Ordering::Relaxed);
+    }
+
+    /// How long a request about to reuse this connection waits first ([`SETTLE`]): none once
+    /// the server is known to keep connections.
+    pub(crate) fn settle(&self) -> Option<Duration> {
+        if self.0.keep_alive.as_ref().is_none_or(KeepAlive::known_kept) {
+            return None;
+        }
+        self.idle_for().and_then(|idle| SETTLE.checked_sub(idle)).filter(|d| !d.is_zero())
     }
 
     pub(crate) fn set_reset(&self) {
@@ -150,6 +271,11 @@ pub async fn not_taken(e: &(dyn std::error::Error + Send + Sync + 'static), peer
     if let Some(how) = shown_by_error(e) {
         return Some(how);
     }
+    // nothing was written since the connection's last answer: the request never left (the
+    // connection ended while it waited to be written)
+    if peer.is_some_and(|p| !p.outstanding()) {
+        return Some(NotTaken::Unwritten);
+    }
     match peer {
         Some(p) if p.wait_reset(RESET_WAIT_LIMIT).await => Some(NotTaken::Reset),
         _ => None,
@@ -157,7 +283,7 @@ pub async fn not_taken(e: &(dyn std::error::Error + Send + Sync + 'static), peer
 }
 
 /// What the error itself shows.
-fn shown_by_error(e: &(dyn std::error::Error + 'static)) -> Option<NotTaken> {
+pub fn shown_by_error(e: &(dyn std::error::Error + 'static)) -> Option<NotTaken> {
     let chain = || std::iter::successors(Some(e), |x| x.source());
     if chain().any(|x| x.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_canceled)) {
         return Some(NotTaken::Unwritten);

@@ -62,35 +62,27 @@ pub const MAX_EVENT_BYTES: usize = 16 << 20;
 #[derive(Clone, Debug, Default)]
 pub struct Connections(std::sync::Arc<std::sync::Mutex<goodput_metrics::ConnectionReuse>>);
 
-/// A connection the server closed within this long of its last response was closed because the
-/// response ended (not for being idle): the server closes connections after each response.
-pub const CLOSES_AFTER_RESPONSE: std::time::Duration = std::time::Duration::from_secs(1);
-
 impl Connections {
-    /// A request was shown not to have reached the server.
-    fn closed_unused(
-        &self,
-        how: crate::closing::NotTaken,
-        peer: Option<&crate::closing::Peer>,
-        client: &HttpClient,
-        clock: Clock,
-    ) {
-        use crate::closing::NotTaken;
+    /// A request was shown not to have reached the server. If the server gave its connection up
+    /// right after a response, it closes connections after each: keep-alive goes off.
+    fn closed_unused(&self, how: crate::closing::NotTaken, peer: Option<&crate::closing::Peer>, client: &HttpClient) {
+        use crate::closing::{CLOSES_AFTER_RESPONSE, NotTaken};
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match how {
             NotTaken::Unwritten => s.unwritten += 1,
             NotTaken::ClosedBeforeWrite => s.closed_before_write += 1,
             NotTaken::Reset => s.reset += 1,
         }
-        let after_response = peer.and_then(crate::closing::Peer::idle_for).is_some_and(|d| d < CLOSES_AFTER_RESPONSE);
-        if after_response && s.keep_alive_off_ms.is_none() {
-            s.keep_alive_off_ms = Some(clock.now_ms());
-            client.stop_reusing_connections();
+        if peer.and_then(crate::closing::Peer::idle_for).is_some_and(|d| d < CLOSES_AFTER_RESPONSE) {
+            client.keep_alive().turn_off();
         }
     }
 
-    pub fn stats(&self) -> goodput_metrics::ConnectionReuse {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// What was counted, with when keep-alive went off on `clock`.
+    pub fn stats(&self, client: &HttpClient, clock: Clock) -> goodput_metrics::ConnectionReuse {
+        let mut s = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.keep_alive_off_ms = client.keep_alive().off_since().map(|t| clock.ms(t));
+        s
     }
 }
 
@@ -171,6 +163,9 @@ struct Stream {
     done: bool,
     /// The wait a failed response asked for (`Retry-After`).
     retry_after: Option<std::time::Duration>,
+    /// The request reached the server, or may have: it got a connection and was not shown to
+    /// have been refused unread.
+    posted: bool,
 }
 
 impl Stream {
@@ -312,9 +307,11 @@ impl Exchange {
 pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cancel: &Cancel) -> Exchange {
     let mut attempts = Vec::new();
     let mut stale_resends = 0;
+    let mut posts = 0;
     loop {
         let mut st = attempt(ep, template.clone(), body.clone(), cancel).await;
         stale_resends += st.rec.stale_resends;
+        posts += u32::from(st.posted);
         let mut retry = (attempts.len() as u32) < ep.retries && st.rec.event_ms.is_empty() && retryable(&st.rec);
         let wait = retry_wait(st.retry_after, attempts.len() as u32, template.id);
         if retry && let Err(asked) = wait {
@@ -332,6 +329,7 @@ pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cance
             rec.reconnects = attempts.len() as u32;
             rec.attempts = attempts;
             rec.stale_resends = stale_resends;
+            rec.posts = Some(posts);
             return Exchange { rec, deltas: st.deltas, cumulative: st.cumulative, usage: st.usage };
         }
         if let (Some(sent_ms), Some(error)) = (st.rec.sent_ms, st.rec.error) {
@@ -406,6 +404,7 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         usage: Usage::default(),
         done: false,
         retry_after: None,
+        posted: false,
     };
 
     let sent = Instant::now();
@@ -736,12 +735,17 @@ async fn headers(
         let resp = tokio::select! {
             r = timeout_at(first_deadline.into(), ep.client.post(ep.api.path(), body.clone())) => r,
             _ = cancel.cancelled() => {
+                // it may have been written
+                st.posted = true;
                 st.fail(ErrorClass::Cancelled, "run interrupted before the response arrived".into(), None);
                 return None;
             }
         };
         match resp {
-            Ok((Ok(r), conn)) => return Some((r, conn.arrivals)),
+            Ok((Ok(r), conn)) => {
+                st.posted = true;
+                return Some((r, conn.arrivals));
+            }
             Ok((Err(e), conn)) => {
                 // on a reused connection, a request the server can be shown not to have taken is
                 // sent again (see `crate::closing`); anything else is final
@@ -752,15 +756,19 @@ async fn headers(
                     _ => None,
                 };
                 let Some(how) = not_taken else {
+                    // a request that got a connection may have reached the server
+                    st.posted = conn.reused.is_some() && crate::closing::shown_by_error(&e).is_none();
                     let (class, what) = failure_before_headers(&e, conn.reused == Some(true));
                     st.fail(class, format!("{what}: {}", error_chain(&e)), None);
                     return None;
                 };
                 st.rec.stale_resends += 1;
                 st.rec.sent_ms = Some(ep.clock.now_ms());
-                ep.connections.closed_unused(how, conn.peer.as_ref(), &ep.client, ep.clock);
+                ep.connections.closed_unused(how, conn.peer.as_ref(), &ep.client);
             }
             Err(_) => {
+                // no headers in time: the request was (or is being) written
+                st.posted = true;
                 let class = if first_deadline >= total_deadline {
                     ErrorClass::TimeoutTotal
                 } else {
@@ -852,6 +860,7 @@ mod tests {
             usage: Usage::default(),
             done: false,
             retry_after: None,
+            posted: false,
         }
     }
 

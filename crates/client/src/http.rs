@@ -89,15 +89,19 @@ type Connector = crate::conn::Tracked<hyper_rustls::HttpsConnector<crate::arriva
 #[derive(Clone)]
 pub struct HttpClient {
     inner: Client<Connector, Body>,
+    /// Without a pool: what POSTs use once keep-alive is off (the pooled connections are the
+    /// ones the server closes after their responses).
+    fresh: Client<Connector, Body>,
     /// `scheme://authority` plus any path prefix, without a trailing `/v1`.
     base: String,
     auth: Option<HeaderValue>,
     /// The URIs of the two streaming endpoints, parsed once (a request clones one instead of
     /// formatting and parsing its URI).
     api_uris: std::sync::Arc<[(&'static str, Uri); 2]>,
-    /// Every POST asks for its connection to be closed after the response (the server closes
-    /// them anyway: reusing one only races its close).
-    no_reuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether POSTs still reuse keep-alive connections ([`crate::closing::KeepAlive`]): once
+    /// off, each asks for its connection to be closed after the response (the server closes them
+    /// anyway: reusing one only races its close).
+    keep_alive: crate::closing::KeepAlive,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -207,11 +211,12 @@ impl HttpClient {
         conn.set_nodelay(true);
         conn.set_connect_timeout(Some(connect_timeout));
         conn.enforce_http(false);
+        let keep_alive = crate::closing::KeepAlive::default();
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls_config(extra_roots_pem)?)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(crate::arrival::Stamping(conn));
+            .wrap_connector(crate::arrival::Stamping(conn, keep_alive.clone()));
         // hyper resends a request whose pooled connection turned out to be closed; a benchmark
         // must send each request exactly once (`--retries` resends on purpose, and records it;
         // `exchange` resends only what hyper hands back unwritten). An idle connection is dropped
@@ -221,6 +226,10 @@ impl HttpClient {
             .retry_canceled_requests(false)
             .pool_max_idle_per_host(pool.max(1))
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build(crate::conn::Tracked(https.clone()));
+        let fresh = Client::builder(TokioExecutor::new())
+            .retry_canceled_requests(false)
+            .pool_max_idle_per_host(0)
             .build(crate::conn::Tracked(https));
         let auth = match api_key {
             Some(k) if !k.is_empty() => {
@@ -238,21 +247,17 @@ impl HttpClient {
             Ok((api.path(), parsed))
         };
         let api_uris = std::sync::Arc::new([uri(crate::openai::Api::Completions)?, uri(crate::openai::Api::Chat)?]);
-        Ok(HttpClient { inner, base, auth, api_uris, no_reuse: Default::default() })
+        Ok(HttpClient { inner, fresh, base, auth, api_uris, keep_alive })
     }
 
     pub fn base(&self) -> &str {
         &self.base
     }
 
-    /// From now on, each request gets a connection of its own (`Connection: close`).
-    pub fn stop_reusing_connections(&self) {
-        self.no_reuse.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether requests still share keep-alive connections.
-    pub fn reuses_connections(&self) -> bool {
-        !self.no_reuse.load(std::sync::atomic::Ordering::Relaxed)
+    /// The client's keep-alive switch: from when it is off, each request gets a connection of
+    /// its own (`Connection: close`).
+    pub fn keep_alive(&self) -> &crate::closing::KeepAlive {
+        &self.keep_alive
     }
 
     fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
@@ -261,7 +266,7 @@ impl HttpClient {
             Some((_, u)) => b.uri(u.clone()),
             None => b.uri(format!("{}{}", self.base, path)),
         };
-        if method == Method::GET || !self.reuses_connections() {
+        if method == Method::GET || !self.keep_alive.on() {
             // probes (models, health, metrics) run before and beside the load at their own pace:
             // their connections are not pooled, so the load never draws one the server has let
             // go idle
@@ -289,7 +294,8 @@ impl HttpClient {
     ) -> (Result<Response, hyper_util::client::legacy::Error>, crate::conn::ConnInfo) {
         let mut req = self.request(Method::POST, path, body);
         let capture = hyper_util::client::legacy::connect::capture_connection(&mut req);
-        let r = self.inner.request(req).await;
+        let client = if self.keep_alive.on() { &self.inner } else { &self.fresh };
+        let r = client.request(req).await;
         (r, crate::conn::info(&capture))
     }
 

@@ -389,7 +389,7 @@ pub async fn run_into(
         runtime_lag_ms,
         streams_open_after_done: shared.ep.after_done.drained(),
         streams_left_open: shared.ep.after_done.left_open(),
-        connections: shared.ep.connections.stats(),
+        connections: shared.ep.connections.stats(&shared.ep.client, shared.ep.clock),
     }
 }
 

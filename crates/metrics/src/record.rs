@@ -176,6 +176,12 @@ pub struct RequestRecord {
     /// the send that did.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale_resends: u32,
+    /// POSTs of this request that reached the server, or may have: its attempts that got a
+    /// connection and were not shown to have been refused unread (stale resends and attempts
+    /// that never connected are not counted). Absent where no client counted (simulation,
+    /// older documents): `1 + reconnects`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub posts: Option<u32>,
     /// Our tokenizer's counts were not made (the client's bookkeeping fell behind, or the run
     /// ended before they were): `*_tokens_client` are absent and the per-event split is one token
     /// per event unless the server gave it.

@@ -1,7 +1,7 @@
 //! What the server was sent: every POST, by cause. A request is sent once; `--retries` sends it
 //! again after a failure before any content (each failed attempt is in its record), and a
 //! request the server was shown not to have taken on a reused keep-alive connection is sent
-//! again on another one (`stale_resends`). Definitions: `docs/metrics.md`, "What the server was
+//! again on another one (`stale_resends`: the first never reached the server). Definitions: `docs/metrics.md`, "What the server was
 //! sent".
 
 use std::collections::BTreeMap;
@@ -47,9 +47,11 @@ impl std::ops::Add for ConnectionReuse {
 /// Every POST of a run (all its records, inside the measurement window or not).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sends {
-    /// Requests sent at least once.
+    /// Requests sent (at least one attempt).
     pub requests: u64,
-    /// POSTs the server was sent: `requests + retries + stale_resends`.
+    /// POSTs that reached the server, or may have (each record's `posts`): the requests and
+    /// their `--retries` attempts that got a connection; resends after a connection the server
+    /// had given up, and attempts that never connected, did not reach it.
     pub posts: u64,
     /// `--retries` resends (the failed attempts kept in the records).
     pub retries: u64,
@@ -80,15 +82,10 @@ impl Sends {
         self.requests += 1;
         self.retries += u64::from(r.reconnects);
         self.stale_resends += u64::from(r.stale_resends);
-        self.posts += 1 + u64::from(r.reconnects) + u64::from(r.stale_resends);
+        self.posts += u64::from(r.posts.unwrap_or(1 + r.reconnects));
         for a in &r.attempts {
             *self.retries_by_class.entry(retry_class(&a.error)).or_default() += 1;
         }
-    }
-
-    /// Whether anything was sent more than once.
-    pub fn any_resent(&self) -> bool {
-        self.posts > self.requests
     }
 
     /// One line for the console and the report: the POSTs by cause.
@@ -112,11 +109,11 @@ impl Sends {
                 if parts.is_empty() { String::new() } else { format!(": {}", parts.join(", ")) }
             });
             causes.push(format!(
-                "{} resends on connections the server had given up, shown not to have reached it{how}",
+                "{} sent again after a connection the server had given up, shown not to have reached it{how}",
                 self.stale_resends
             ));
         }
-        let mut line = format!("{} POSTs for {} requests", self.posts, self.requests);
+        let mut line = format!("{} POSTs reached the server for {} requests", self.posts, self.requests);
         if !causes.is_empty() {
             line.push_str(&format!(" · {}", causes.join(" · ")));
         }
@@ -136,11 +133,14 @@ mod tests {
     use crate::record::Attempt;
 
     fn sent(id: u64, reconnects: u32, stale: u32, attempts: Vec<(ErrorClass, Option<u16>)>) -> RequestRecord {
+        // the client counts POSTs that got a connection: a refused connect never posted
+        let posts = 1 + attempts.iter().filter(|(c, _)| *c != ErrorClass::Connect).count() as u32;
         RequestRecord {
             id,
             sent_ms: Some(id as f64),
             reconnects,
             stale_resends: stale,
+            posts: Some(posts),
             attempts: attempts
                 .into_iter()
                 .map(|(class, status)| Attempt {
@@ -157,22 +157,25 @@ mod tests {
     fn posts_by_cause_computed_by_hand() {
         let mut s = Sends::default();
         // 4 requests: one plain; one retried twice after 429s; one retried after a refused
-        // connect and resent once on a fresh connection; one never sent
+        // connect and sent again once after a connection the server had given up; one never sent
         s.add(&sent(0, 0, 0, vec![]));
         s.add(&sent(1, 2, 0, vec![(ErrorClass::HttpStatus, Some(429)), (ErrorClass::HttpStatus, Some(429))]));
         s.add(&sent(2, 1, 1, vec![(ErrorClass::Connect, None)]));
         s.add(&RequestRecord { id: 3, ..Default::default() });
-        // POSTs: 1 + 3 + 3 = 7 for 3 requests sent
-        assert_eq!((s.requests, s.posts, s.retries, s.stale_resends), (3, 7, 3, 1));
+        // POSTs that reached the server: 1 + 3 + 1 (the refused connect and the stale one did not)
+        assert_eq!((s.requests, s.posts, s.retries, s.stale_resends), (3, 5, 3, 1));
         assert_eq!(s.retries_by_class, BTreeMap::from([("connect".into(), 1), ("http_429".into(), 2)]));
-        assert!(s.any_resent());
         s.connections = Some(ConnectionReuse { reset: 1, keep_alive_off_ms: Some(1500.0), ..Default::default() });
         assert_eq!(
             s.describe(),
-            "7 POSTs for 3 requests · 3 retries (connect 1, http_429 2) · 1 resends on connections the server had \
-             given up, shown not to have reached it: 1 reset by the server's kernel · keep-alive off from 1.50 s \
-             (the server closes connections after its responses)"
+            "5 POSTs reached the server for 3 requests · 3 retries (connect 1, http_429 2) · 1 sent again after a \
+             connection the server had given up, shown not to have reached it: 1 reset by the server's kernel · \
+             keep-alive off from 1.50 s (the server closes connections after its responses)"
         );
+        // a record no client counted (simulated, older): one POST and its retries
+        let mut s = Sends::default();
+        s.add(&RequestRecord { sent_ms: Some(0.0), reconnects: 2, ..Default::default() });
+        assert_eq!(s.posts, 3);
     }
 
     #[test]
