@@ -63,11 +63,10 @@ fn mask_seconds(l: &str) -> String {
         while let Some(i) = s[from..].find(pat).map(|i| i + from + pat.len()) {
             let digits = s[i..].find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len() - i);
             let after = &s[i + digits..];
-            if digits > 0
-                && (after.starts_with(" s to simulate") || after.starts_with(" s ·") || after.starts_with(" s)"))
-            {
+            let seconds = after == " s" || [" s to simulate", " s ·", " s)"].iter().any(|p| after.starts_with(p));
+            if digits > 0 && seconds {
                 s = format!("{}…{}", &s[..i], after);
-                from = i + 1;
+                from = i + "…".len();
             } else {
                 from = i;
             }
@@ -76,8 +75,18 @@ fn mask_seconds(l: &str) -> String {
     s
 }
 
-/// Masks `YYYY-MM-DDTHH:MM:SS[.fraction]Z`.
+/// Masks `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, and the per-test temporary directory.
 fn mask_instants(l: &str) -> String {
+    let tmp = std::env::temp_dir();
+    let tmp = tmp.to_str().unwrap_or("/tmp");
+    let l = match l.find(tmp).filter(|_| l.contains("/goodput-test-")) {
+        Some(t) => {
+            let end = l[t..].find(char::is_whitespace).map_or(l.len(), |e| t + e);
+            let name = l[t..end].rsplit('/').next().unwrap_or("");
+            format!("{}<dir>/{name}{}", &l[..t], &l[end..])
+        }
+        None => l.to_string(),
+    };
     let b = l.as_bytes();
     let mut out = String::new();
     let mut i = 0;
@@ -92,8 +101,9 @@ fn mask_instants(l: &str) -> String {
             out.push_str("<instant>");
             i = end;
         } else {
-            out.push(b[i] as char);
-            i += 1;
+            let c = l[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
         }
     }
     out
