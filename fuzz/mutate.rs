@@ -3,7 +3,13 @@
 
 /// The checked-in seeds of one fuzz target (`fuzz/corpus/<target>/`), sorted by name.
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
+    // the workspace's `fuzz/` is above every crate's directory, at whatever depth
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("fuzz/corpus"))
+        .find(|p| p.is_dir())
+        .expect("fuzz/corpus above the crate")
+        .join(target);
     let mut seeds: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
