@@ -18,7 +18,7 @@ pub mod compare;
 pub mod import;
 pub mod plan;
 pub mod planning;
-pub mod server_metrics;
+pub use goodput_wire::server_metrics;
 pub mod shards;
 
 use std::path::Path;

@@ -78,7 +78,7 @@ impl Cancel {
     }
 }
 
-pub use goodput_results::Timeouts;
+pub use goodput_wire::Timeouts;
 
 pub type Body = Full<Bytes>;
 pub type Response = http::Response<hyper::body::Incoming>;

@@ -12,6 +12,7 @@
 //! - [`lag`]: the runtime-lag probe (how late the async runtime runs what is ready);
 //! - [`limits`]: the client's own limits (open files), raised and checked before a run;
 //! - [`runner`]: drives the load state machine on the wall clock;
+//! - [`prometheus`]: the Prometheus text exposition read, engines' names mapped to common series;
 //! - [`scrape`]: the server's Prometheus metrics, scraped beside the load (`--scrape-metrics`).
 
 pub mod arrival;
@@ -24,6 +25,7 @@ pub mod lag;
 pub mod limits;
 pub mod openai;
 pub mod priority;
+pub mod prometheus;
 pub mod runner;
 pub mod scrape;
 pub mod sse;

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use goodput_results::Api;
+pub use goodput_wire::Api;
 
 /// The request body for one turn.
 pub fn request_body(

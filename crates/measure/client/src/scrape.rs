@@ -13,7 +13,9 @@
 
 use std::time::{Duration, Instant};
 
-use goodput_results::server_metrics::{Flavour, Scrape, ServerMetrics, Snapshot, parse_exposition};
+use goodput_wire::server_metrics::{Flavour, ServerMetrics};
+
+use crate::prometheus::{Scrape, Snapshot, parse_exposition, server_metrics};
 use http::Uri;
 use tokio::task::JoinHandle;
 
@@ -101,7 +103,7 @@ impl Scraper {
         self.stop.cancel();
         let raw = self.task.await.unwrap_or_default();
         let scrapes: Vec<Scrape> = raw.into_iter().map(|(at, r)| (signed_ms(clock, at), r)).collect();
-        ServerMetrics::from_scrapes(&self.url, self.interval.as_secs_f64(), flavour, scrapes)
+        server_metrics(&self.url, self.interval.as_secs_f64(), flavour, scrapes)
     }
 }
 

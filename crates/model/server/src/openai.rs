@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use goodput_results::Api;
+use goodput_wire::Api;
 use serde_json::{Value, json};
 
 /// An OpenAI-style error response: `{"error": {"message", "type", "code"}}`.

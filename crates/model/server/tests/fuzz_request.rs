@@ -3,8 +3,8 @@
 //! (`fuzz/corpus/server_request/`) and arbitrary JSON under the known field names either parse or
 //! are refused with a 4xx, never a panic, on both endpoints.
 
-use goodput_results::Api;
 use goodput_server::openai::parse;
+use goodput_wire::Api;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -1,0 +1,11 @@
+//! What the measuring client and the result document agree on, without the engine model: the
+//! OpenAI endpoint a request goes to ([`api`]), its timeouts ([`timeouts`]), and the server
+//! metrics a run scrapes, as the document holds them ([`server_metrics`]; reading the Prometheus
+//! text is the client's).
+
+pub mod api;
+pub mod server_metrics;
+pub mod timeouts;
+
+pub use api::Api;
+pub use timeouts::{Timeouts, secs};
