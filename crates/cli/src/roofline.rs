@@ -1,16 +1,17 @@
 //! `goodput roofline`: where a model's prefill and decode steps sit on a GPU's roofline, and the
 //! TTFT and TPOT floors that follow. The flags become a validated [`RooflinePlan`]; the numbers
-//! are [`goodput_engine::roofline::analyze`]'s (the engine model's own FLOP and byte accounting);
+//! are [`goodput_decide::roofline::analyze`]'s (the engine model's own FLOP and byte accounting);
 //! [`goodput_render::roofline`] renders them for the console and as the SVG (`--svg`); this module
 //! prints and writes them, and writes the JSON document (`--out`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use goodput_engine::roofline::{RooflineReport, RooflineSpec, analyze};
+use goodput_decide::roofline::analyze;
 use goodput_engine::{Catalog, Dtype, EngineConfig, Given, Preset};
 use goodput_render::roofline::{render, svg};
 use goodput_results::Tool;
+use goodput_results::roofline::{RooflineReport, RooflineSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::Outcome;
@@ -115,7 +116,7 @@ pub fn plan(a: &RooflineArgs) -> Result<RooflinePlan, UsageError> {
         context: tokens("--context", a.context.as_deref(), DEFAULT_CONTEXT)?,
         batches: batches(a.batch.as_deref())?,
     };
-    spec.check(&config).map_err(|e| UsageError(e.to_string()))?;
+    goodput_decide::roofline::check(&spec, &config).map_err(|e| UsageError(e.to_string()))?;
     for (flag, p) in [("--svg", &a.svg), ("--out", &a.out)] {
         if let Some(p) = p {
             writable(flag, p)?;

@@ -18,12 +18,15 @@ pub mod compare;
 pub mod import;
 pub mod plan;
 pub mod planning;
+pub mod roofline;
+/// Engine types the document holds (a run's engine statistics, a plan's number formats), so that
+/// readers of the document need not name the engine crate.
+pub use goodput_engine::{Dtype, EngineStats};
 pub use goodput_wire::server_metrics;
 pub mod shards;
 
 use std::path::Path;
 
-use goodput_engine::EngineStats;
 use goodput_metrics::{
     ClosedLoop, Edge, RequestRecord, StopReason, Summary, SummaryOptions, Warning, WarningCode, summarize,
 };

@@ -7,8 +7,8 @@
 
 use std::fmt::Write;
 
-use goodput_engine::EngineStats;
 use goodput_metrics::{ClientVerdict, Distribution, SloVerdict, Summary};
+use goodput_results::EngineStats;
 use goodput_results::{CapacityPoint, CapacityReport, EnginePlan, Run, Target};
 use goodput_workload::{Arrivals, Load};
 

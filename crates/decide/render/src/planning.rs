@@ -98,7 +98,7 @@ pub fn render_plan(r: &PlanReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_engine::Dtype;
+    use goodput_results::Dtype;
 
     fn candidate(capacity: Option<f64>) -> PlanCandidate {
         PlanCandidate {

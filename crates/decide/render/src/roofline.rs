@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use goodput_engine::roofline::{Bound, RooflinePoint, RooflineReport};
+use goodput_results::roofline::{Bound, RooflinePoint, RooflineReport};
 
 /// `3.35 T`, `139.3 G`, `591.4 T`: three or four significant digits and an SI prefix.
 fn si(x: f64) -> String {
@@ -440,8 +440,9 @@ fn place_label(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_engine::roofline::{RooflineSpec, analyze};
+    use goodput_decide::roofline::analyze;
     use goodput_engine::{Catalog, EngineConfig, Given, Preset};
+    use goodput_results::roofline::RooflineSpec;
 
     /// What `goodput roofline --model {model} --gpu h100 --tp {tp}` computes.
     fn report(model: &str, tp: u32) -> RooflineReport {

@@ -5,7 +5,6 @@
 //! - [`cost`]: the roofline step-time model;
 //! - [`kv`]: the paged KV cache (block pool, block tables, the KV manager and its prefix cache);
 //! - [`preset`]: vLLM's, SGLang's and TensorRT-LLM's defaults;
-//! - [`roofline`]: a model's prefill and decode steps against a GPU's roofline (`goodput roofline`);
 //! - [`sched`]: scheduling policies over the engine's queues;
 //! - [`engine`]: one replica: intake, iterations, statistics;
 //! - [`fasthash`]: the hasher of the engine's integer-keyed maps;
@@ -25,7 +24,6 @@ pub mod engine;
 pub mod fasthash;
 pub mod kv;
 pub mod preset;
-pub mod roofline;
 pub mod sched;
 
 pub use catalog::{Catalog, Dtype, Gpu, ModelArch};
@@ -37,7 +35,6 @@ pub use cost::{BatchShape, Roofline, StepCost, StepTime};
 pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, StepOut, output_length};
 pub use kv::block_hashes;
 pub use preset::{Given, Preset};
-pub use roofline::{RooflineReport, RooflineSpec};
 
 /// The caller's id for a sequence (unique among live sequences).
 pub type SeqId = u64;
