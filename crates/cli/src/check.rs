@@ -4,8 +4,9 @@
 //! refused unless `--force`). The bound grammar and the direction rule: `docs/metrics.md`,
 //! "Comparing runs".
 
+use goodput_decide::compare::{CompareError, check, compare, parse_bounds, parse_bounds_file};
 use goodput_render::comparison::render_check;
-use goodput_results::compare::{Bound, CompareError, check, compare, parse_bounds, parse_bounds_file};
+use goodput_results::comparison::Bound;
 
 use crate::Outcome;
 use crate::args::CheckArgs;

@@ -1,6 +1,6 @@
 //! `goodput compare A.json B.json [C.json …]`: each later file against the first, metric by
 //! metric, with absolute and relative deltas and whether each difference is significant
-//! ([`goodput_results::compare`]); runs of different workloads are refused (exit 2) with the
+//! ([`goodput_decide::compare`]); runs of different workloads are refused (exit 2) with the
 //! fields that differ, unless `--force`. `--out` writes the comparison data as JSON, `--html` a
 //! self-contained page with the tables and the overlaid CDFs
 //! ([`goodput_render::comparison_html`]).
@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use goodput_decide::compare::{CompareError, Subject, compare, compare_all};
 use goodput_render::comparison::{render_comparison, render_differences};
 use goodput_render::comparison_html::comparison_html;
-use goodput_results::compare::compare;
-use goodput_results::compare::{CompareError, Comparison, Subject, compare_all};
+use goodput_results::comparison::Comparison;
 use goodput_results::{ResultDoc, Tool};
 use serde::{Deserialize, Serialize};
 

@@ -14,7 +14,7 @@
 //! Its JSON Schema is checked in at `schema/results.schema.json`; tests validate every document
 //! the tool writes against it. Bump [`SCHEMA_VERSION`] on any incompatible change.
 
-pub mod compare;
+pub mod comparison;
 pub mod import;
 pub mod plan;
 pub mod planning;

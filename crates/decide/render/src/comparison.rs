@@ -1,9 +1,9 @@
 //! `goodput compare` and `goodput check` on the console: the comparison table and the bound
-//! lines. Reads only the comparison data of `goodput_results::compare`.
+//! lines. Reads only the comparison data of `goodput_results::comparison`.
 
 use std::fmt::Write;
 
-use goodput_results::compare::{BoundCheck, Comparison, Difference, Metric, MetricDelta, Significance};
+use goodput_results::comparison::{BoundCheck, Comparison, Difference, Metric, MetricDelta, Significance};
 
 pub(crate) fn num(v: Option<f64>, m: Metric) -> String {
     match (v, m) {

@@ -1,6 +1,6 @@
 //! `goodput compare --html`: a self-contained HTML page comparing result files. The page shell
 //! (no external load, inline CSS with print styles) is [`crate::html`]'s; this module adds, for
-//! each later file against the baseline, the comparison table of [`goodput_results::compare`]
+//! each later file against the baseline, the comparison table of [`goodput_results::comparison`]
 //! (baseline, this, absolute and relative delta, the 95% interval of the delta, significance),
 //! the workload differences and cautions, and then the CDFs of TTFT, TPOT, ITL and E2E overlaid,
 //! one series per file (every successful request of every run in the file; drawn from
@@ -9,7 +9,7 @@
 use std::fmt::Write;
 
 use goodput_results::ResultDoc;
-use goodput_results::compare::{Comparison, MetricDelta, Significance};
+use goodput_results::comparison::{Comparison, MetricDelta, Significance};
 
 use crate::charts;
 use crate::comparison::{num, signed};
@@ -25,7 +25,7 @@ pub fn cdf_chart_id(id: &str) -> String {
 }
 
 /// The page: `files` are the compared documents with their labels (the baseline first), `cmps`
-/// each later file against the baseline (as [`goodput_results::compare::compare_all`] gives them).
+/// each later file against the baseline (as `goodput_decide::compare::compare_all` gives them).
 pub fn comparison_html(files: &[(String, &ResultDoc)], cmps: &[Comparison]) -> String {
     let mut o = String::with_capacity(128 * 1024);
     let names: Vec<&str> = files.iter().map(|(l, _)| l.as_str()).collect();
@@ -138,7 +138,7 @@ pub fn row(d: &MetricDelta) -> String {
 
 #[cfg(test)]
 mod tests {
-    use goodput_results::compare::{Latency, Method, Metric, Stat};
+    use goodput_results::comparison::{Latency, Method, Metric, Stat};
 
     use super::*;
 

@@ -5,10 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use goodput_results::compare::{
-    Bound, Latency, Limit, Method, Metric, Significance, Stat, Subject, bootstrap_quantile_diff, check, compare,
-    compare_all, parse_bounds, parse_bounds_file,
+use goodput_decide::compare::{
+    Subject, bootstrap_quantile_diff, bootstrap_quantiles_diff, check, compare, compare_all, parse_bounds,
+    parse_bounds_file,
 };
+use goodput_results::comparison::{Bound, Latency, Limit, Method, Metric, Significance, Stat};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../fixtures/compare").join(name)
@@ -230,7 +231,7 @@ fn a_bound_on_a_missing_metric_is_an_error() {
 fn several_quantiles_share_their_resamples() {
     let a: Vec<f64> = (0..500).map(|i| ((i * 37) % 101) as f64).collect();
     let b: Vec<f64> = (0..400).map(|i| ((i * 53) % 97) as f64 + 3.0).collect();
-    let all = goodput_results::compare::bootstrap_quantiles_diff(&a, &b, &[0.5, 0.9, 0.99], 500, 11);
+    let all = bootstrap_quantiles_diff(&a, &b, &[0.5, 0.9, 0.99], 500, 11);
     for (k, p) in [0.5, 0.9, 0.99].into_iter().enumerate() {
         assert_eq!(all[k], bootstrap_quantile_diff(&a, &b, p, 500, 11), "p{p}");
     }
@@ -242,7 +243,7 @@ fn several_quantiles_share_their_resamples() {
 fn bootstrap_of_100k_requests() {
     let a: Vec<f64> = (0..100_000).map(|i| ((i * 7919) % 100_003) as f64).collect();
     let t = std::time::Instant::now();
-    let x = goodput_results::compare::bootstrap_quantiles_diff(&a, &a, &[0.5, 0.9, 0.99], 2000, 1);
+    let x = bootstrap_quantiles_diff(&a, &a, &[0.5, 0.9, 0.99], 2000, 1);
     println!("3 quantiles of 100k vs 100k, 2,000 resamples: {:?} {x:?}", t.elapsed());
 }
 
