@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use goodput_engine::{
-    Batching, Catalog, Disaggregation, Dtype, EngineConfig, Given, KvAlloc, Link, Named, Preset, Scheduling,
-    Speculative,
+    Batching, Catalog, Disaggregation, Dtype, EngineSpec, KvAlloc, Link, Named, Scheduling, Speculative,
 };
 use goodput_metrics::{Edge, Slo, Smoothing};
 use goodput_results::plan::{
@@ -543,11 +542,8 @@ fn distinct_files(load: &LoadPlan, w: &WorkloadArgs, out: &OutputPlan) -> Result
     Ok(())
 }
 
-fn dtype(flag: &str, s: &Option<String>, default: Dtype) -> Result<Dtype, UsageError> {
-    match s {
-        None => Ok(default),
-        Some(v) => Dtype::parse(v).ok_or_else(|| usage(flag, format!("`{v}`: expected bf16, fp8 or fp4"))),
-    }
+fn dtype(flag: &str, v: &str) -> Result<Dtype, UsageError> {
+    Dtype::parse(v).ok_or_else(|| usage(flag, format!("`{v}`: expected bf16, fp8 or fp4")))
 }
 
 /// An engine setting by its name.
@@ -555,12 +551,8 @@ fn named<T: Named>(flag: &str, v: &str) -> Result<T, UsageError> {
     T::from_name(v).map_err(|m| usage(flag, m))
 }
 
-fn fraction(flag: &str, v: Option<f64>, default: f64) -> Result<f64, UsageError> {
-    match v {
-        None => Ok(default),
-        Some(x) if x > 0.0 && x <= 1.0 => Ok(x),
-        Some(x) => Err(usage(flag, format!("{x} must be in (0, 1]"))),
-    }
+fn fraction(flag: &str, x: f64) -> Result<f64, UsageError> {
+    if x > 0.0 && x <= 1.0 { Ok(x) } else { Err(usage(flag, format!("{x} must be in (0, 1]"))) }
 }
 
 /// The built-in catalog, with `--gpu-spec`'s GPUs added.
@@ -575,7 +567,7 @@ pub fn catalog(gpu_spec: Option<&std::path::Path>) -> Result<Catalog, UsageError
 }
 
 /// The catalog model `model` (default llama-3.1-8b) or `--model-config`, on `--gpu`, with every
-/// engine flag applied and the configuration checked (it must fit in memory).
+/// engine flag applied ([`engine_spec`]) and the configuration checked (it must fit in memory).
 pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, UsageError> {
     let catalog = catalog(a.gpu_spec.as_deref())?;
     let arch = match &a.model_config {
@@ -595,100 +587,86 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
         None => catalog.model(model.unwrap_or("llama-3.1-8b")).map_err(|e| usage("--model", e))?.clone(),
     };
     let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
-    let mut c = EngineConfig::new(arch, gpu);
-    let preset: Preset = a.preset.as_deref().map_or(Ok(Preset::Vllm), |v| named("--engine", v))?;
-    c.preset = Some(preset);
-    preset.apply(&mut c);
-    sizes(&mut c, a)?;
-    mechanisms(&mut c, a, &catalog)?;
-    deployment(&mut c, a)?;
-    efficiency(&mut c, a)?;
-    let given = Given {
-        memory_utilization: a.gpu_memory_utilization.is_some(),
-        max_num_seqs: a.max_num_seqs.is_some(),
-        kv_dtype: a.kv_dtype.is_some(),
-    };
-    preset.derive(&mut c, given);
-    EnginePlan::new(c).map_err(|e| UsageError(e.to_string()))
+    let spec = engine_spec(a, &catalog, gpu.link_gbs)?;
+    EnginePlan::new(spec.build(arch, gpu)).map_err(|e| UsageError(e.to_string()))
+}
+
+/// The engine flags as typed choices, each checked once, naming its flag.
+pub fn engine_spec(a: &EngineArgs, catalog: &Catalog, link_gbs: f64) -> Result<EngineSpec, UsageError> {
+    let mut s =
+        EngineSpec { preset: a.preset.as_deref().map(|v| named("--engine", v)).transpose()?, ..Default::default() };
+    sizes(&mut s, a)?;
+    mechanisms(&mut s, a, catalog)?;
+    deployment(&mut s, a, link_gbs)?;
+    efficiency(&mut s, a)?;
+    Ok(s)
 }
 
 /// Parallelism, number formats, batch limits and memory.
-fn sizes(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
-    c.tp = a.tp.unwrap_or(1);
-    c.dtype = dtype("--dtype", &a.dtype, Dtype::Bf16)?;
-    c.kv_dtype = dtype("--kv-dtype", &a.kv_dtype, Dtype::Bf16)?;
-    c.max_num_seqs = a.max_num_seqs.unwrap_or(c.max_num_seqs);
-    c.max_batched_tokens = a.max_batched_tokens.unwrap_or(c.max_batched_tokens);
-    c.gpu_memory_utilization =
-        fraction("--gpu-memory-utilization", a.gpu_memory_utilization, c.gpu_memory_utilization)?;
-    c.block_size = a.block_size.unwrap_or(c.block_size);
-    c.max_model_len = a.max_model_len;
-    c.cpu_offload_gb = a.cpu_offload_gb.unwrap_or(0.0);
+fn sizes(s: &mut EngineSpec, a: &EngineArgs) -> Result<(), UsageError> {
+    s.tp = a.tp;
+    s.dtype = a.dtype.as_deref().map(|d| dtype("--dtype", d)).transpose()?;
+    s.kv_dtype = a.kv_dtype.as_deref().map(|d| dtype("--kv-dtype", d)).transpose()?;
+    s.max_num_seqs = a.max_num_seqs;
+    s.max_batched_tokens = a.max_batched_tokens;
+    s.gpu_memory_utilization = a.gpu_memory_utilization.map(|v| fraction("--gpu-memory-utilization", v)).transpose()?;
+    s.block_size = a.block_size;
+    s.max_model_len = a.max_model_len;
+    s.cpu_offload_gb = a.cpu_offload_gb;
     if a.max_waiting == Some(0) {
         return Err(usage("--max-waiting", "must be at least 1"));
     }
-    c.max_waiting = a.max_waiting.unwrap_or(c.max_waiting);
+    s.max_waiting = a.max_waiting;
     Ok(())
 }
 
 /// Batching, prefill scheduling, KV allocation, prefix caching, speculative decoding.
-fn mechanisms(c: &mut EngineConfig, a: &EngineArgs, catalog: &Catalog) -> Result<(), UsageError> {
-    if let Some(v) = &a.scheduling {
-        c.set_scheduling(named("--scheduling", v)?);
-    }
+fn mechanisms(s: &mut EngineSpec, a: &EngineArgs, catalog: &Catalog) -> Result<(), UsageError> {
+    s.scheduling = a.scheduling.as_deref().map(|v| named("--scheduling", v)).transpose()?;
     if a.chunked_prefill {
-        if a.scheduling.as_deref().is_some_and(|s| s != "chunked") {
+        if a.scheduling.as_deref().is_some_and(|v| v != "chunked") {
             return Err(usage("--chunked-prefill", "is --scheduling chunked: give one of them"));
         }
-        c.set_scheduling(Scheduling::Chunked);
+        s.scheduling = Some(Scheduling::Chunked);
     }
-    if let Some(v) = &a.batching {
-        c.batching = named("--batching", v)?;
-        if c.batching == Batching::Static && a.scheduling.is_none() && !a.chunked_prefill {
-            // a static batch prefills whole; the preset's chunking does not apply
-            c.set_scheduling(Scheduling::PrefillFirst);
-        }
-    }
+    s.batching = a.batching.as_deref().map(|v| named("--batching", v)).transpose()?;
     if let Some(d) = &a.batch_timeout {
-        if c.batching != Batching::Static {
+        if s.batching != Some(Batching::Static) {
             return Err(usage("--batch-timeout", "applies to --batching static"));
         }
-        c.batch_timeout_s = parse_duration("--batch-timeout", d)?.as_secs_f64();
+        s.batch_timeout_s = Some(parse_duration("--batch-timeout", d)?.as_secs_f64());
     }
-    if let Some(v) = &a.kv_alloc {
-        c.kv_alloc = named("--kv-alloc", v)?;
-    }
+    s.kv_alloc = a.kv_alloc.as_deref().map(|v| named("--kv-alloc", v)).transpose()?;
     if let Some(v) = &a.prealloc {
-        if c.kv_alloc != KvAlloc::Prealloc {
+        if s.kv_alloc != Some(KvAlloc::Prealloc) {
             return Err(usage("--prealloc", "applies to --kv-alloc prealloc"));
         }
-        c.prealloc = named("--prealloc", v)?;
+        s.prealloc = Some(named("--prealloc", v)?);
     }
-    match a.prefix_caching.as_deref() {
-        None if c.kv_alloc == KvAlloc::Prealloc => c.prefix_caching = false, // the preset's default yields
-        None => {}
-        Some("on") => c.prefix_caching = true,
-        Some("off") => c.prefix_caching = false,
+    s.prefix_caching = match a.prefix_caching.as_deref() {
+        None => None,
+        Some("on") => Some(true),
+        Some("off") => Some(false),
         Some(v) => return Err(usage("--prefix-caching", format!("`{v}`: expected on or off"))),
-    }
+    };
     if let Some(text) = &a.speculative {
         let lookup = |name: &str| catalog.model(name).cloned().map_err(|e| e.to_string());
-        c.speculative = Some(Speculative::parse(text, lookup).map_err(|m| usage("--speculative", m))?);
+        s.speculative = Some(Speculative::parse(text, lookup).map_err(|m| usage("--speculative", m))?);
     }
     Ok(())
 }
 
 /// Replicas and routing, or prefill/decode disaggregation.
-fn deployment(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
+fn deployment(s: &mut EngineSpec, a: &EngineArgs, link_gbs: f64) -> Result<(), UsageError> {
     if a.replicas == Some(0) {
         return Err(usage("--replicas", "must be at least 1"));
     }
-    c.replicas = a.replicas.unwrap_or(1);
+    s.replicas = a.replicas;
     if let Some(v) = &a.router {
-        if c.replicas < 2 {
+        if a.replicas.unwrap_or(1) < 2 {
             return Err(usage("--router", "picks among --replicas N (2 or more)"));
         }
-        c.router = named("--router", v)?;
+        s.router = Some(named("--router", v)?);
     }
     match &a.disaggregate {
         Some(spec) => {
@@ -698,10 +676,8 @@ fn deployment(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
                     "is for colocated engines; with --disaggregate give prefill=P,decode=D",
                 ));
             }
-            let link =
-                Link::parse(a.link.as_deref().unwrap_or("100gbps"), c.gpu.link_gbs).map_err(|m| usage("--link", m))?;
-            let d = Disaggregation::parse(spec, link, a.ppd).map_err(|m| usage("--disaggregate", m))?;
-            c.disaggregation = Some(d);
+            let link = Link::parse(a.link.as_deref().unwrap_or("100gbps"), link_gbs).map_err(|m| usage("--link", m))?;
+            s.disaggregation = Some(Disaggregation::parse(spec, link, a.ppd).map_err(|m| usage("--disaggregate", m))?);
         }
         None => {
             for (flag, given) in [("--link", a.link.is_some()), ("--ppd", a.ppd)] {
@@ -715,25 +691,21 @@ fn deployment(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
 }
 
 /// The step-time model's efficiencies and overheads.
-fn efficiency(c: &mut EngineConfig, a: &EngineArgs) -> Result<(), UsageError> {
+fn efficiency(s: &mut EngineSpec, a: &EngineArgs) -> Result<(), UsageError> {
     for (flag, v) in [("--mfu", a.mfu), ("--mbu", a.mbu)] {
         if v.is_some_and(|x| x < 0.01) {
             return Err(usage(flag, "must be at least 0.01 (a utilization, like 0.38)"));
         }
     }
-    c.efficiency.mfu = fraction("--mfu", a.mfu, c.efficiency.mfu)?;
-    c.efficiency.mbu = fraction("--mbu", a.mbu, c.efficiency.mbu)?;
-    let durations = [
-        ("--step-overhead", &a.step_overhead, &mut c.efficiency.step_overhead_s),
-        ("--seq-overhead", &a.seq_overhead, &mut c.efficiency.seq_overhead_s),
-        ("--ingest-overhead", &a.ingest_overhead, &mut c.efficiency.ingest_s),
-        ("--ingest-per-token", &a.ingest_per_token, &mut c.efficiency.ingest_per_token_s),
-    ];
-    for (flag, given, field) in durations {
-        if let Some(d) = given {
-            *field = parse_duration(flag, d)?.as_secs_f64();
-        }
-    }
+    s.mfu = a.mfu.map(|v| fraction("--mfu", v)).transpose()?;
+    s.mbu = a.mbu.map(|v| fraction("--mbu", v)).transpose()?;
+    let seconds = |flag: &str, d: &Option<String>| -> Result<Option<f64>, UsageError> {
+        d.as_deref().map(|d| parse_duration(flag, d).map(|d| d.as_secs_f64())).transpose()
+    };
+    s.step_overhead_s = seconds("--step-overhead", &a.step_overhead)?;
+    s.seq_overhead_s = seconds("--seq-overhead", &a.seq_overhead)?;
+    s.ingest_s = seconds("--ingest-overhead", &a.ingest_overhead)?;
+    s.ingest_per_token_s = seconds("--ingest-per-token", &a.ingest_per_token)?;
     Ok(())
 }
 

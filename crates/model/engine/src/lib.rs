@@ -25,6 +25,7 @@ pub mod fasthash;
 pub mod kv;
 pub mod preset;
 pub mod sched;
+pub mod spec;
 
 pub use catalog::{Catalog, Dtype, Gpu, ModelArch};
 pub use cluster::{Disaggregation, Link, Router, TransferStats, build};
@@ -35,6 +36,7 @@ pub use cost::{BatchShape, Roofline, StepCost, StepTime};
 pub use engine::{Emit, Engine, EngineRequest, EngineStats, Gauges, StepOut, output_length};
 pub use kv::block_hashes;
 pub use preset::{Given, Preset};
+pub use spec::EngineSpec;
 
 /// The caller's id for a sequence (unique among live sequences).
 pub type SeqId = u64;
