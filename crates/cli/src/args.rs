@@ -561,7 +561,7 @@ pub struct LoadArgs {
     /// Requests per second for `constant`, `poisson`, `gamma`, and the end rate of `ramp`
     /// (`inf`: the `throughput` profile).
     #[arg(long, value_name = "R")]
-    pub rate: Option<String>,
+    pub rate: Option<goodput_workload::Rate>,
 
     /// `ramp`: the rate at the start (default 0).
     #[arg(long, value_name = "R")]
@@ -647,12 +647,14 @@ pub struct WorkloadArgs {
     pub dataset: Option<String>,
 
     /// Prompt length in tokens: N, uniform:A..B, normal:MEAN,STD, lognormal:MEAN,STD, file:PATH.
-    #[arg(long, value_name = "DIST", default_value = "512")]
-    pub input_tokens: String,
+    /// [default: 512]
+    #[arg(long, value_name = "DIST")]
+    pub input_tokens: Option<String>,
 
     /// Requested output length (max_tokens) when the dataset gives none, same forms.
-    #[arg(long, value_name = "DIST", default_value = "128")]
-    pub output_tokens: String,
+    /// [default: 128]
+    #[arg(long, value_name = "DIST")]
+    pub output_tokens: Option<String>,
 
     /// Multi-turn sessions: each turn resends the conversation so far plus a new user message.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! `goodput capacity`: the highest Poisson rate at which SLO attainment stays at or above a
-//! target. The flags are checked here; the search is `goodput_stage::capacity`.
+//! target. The flags are checked here; the search is `goodput_decide::capacity`.
 
-use goodput_stage::capacity::{CapacityOptions, MAX_RATE, MIN_RATE, MIN_STEP_ARRIVALS, search};
+use goodput_decide::capacity::{CapacityOptions, MAX_RATE, MIN_RATE, MIN_STEP_ARRIVALS, search};
 use goodput_stage::{AnyTarget, Target};
 use goodput_workload::Profile;
 
@@ -55,7 +55,7 @@ fn step_args(a: &CapacityArgs) -> anyhow::Result<BenchArgs> {
     }
     let mut b = a.bench.clone();
     b.load.profile = Some(Profile::Poisson);
-    b.load.rate = Some(a.start_rate.to_string());
+    b.load.rate = Some(goodput_workload::Rate::PerSecond(a.start_rate));
     b.load.requests = Some(b.load.requests.unwrap_or(200));
     Ok(b)
 }
@@ -139,12 +139,13 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
         |run| say!("{}\n", goodput_render::stage_line(run.name.as_deref().unwrap_or("-"), &run.summary)),
     )
     .await?;
+    let runs = found.runs();
     say!("{}", goodput_render::render_capacity(&found.report));
     if let Some(path) = &p.html {
-        write_html(path, &result_doc(found.runs.clone(), Some(found.report.clone())), &source_name(&p, "capacity"))?;
+        write_html(path, &result_doc(runs.clone(), Some(found.report.clone())), &source_name(&p, "capacity"))?;
     }
     if let Some(path) = &p.plan.output.out {
-        write_doc(path, found.runs, Some(found.report))?;
+        write_doc(path, runs, Some(found.report))?;
         say!("  results      {}\n", path.display());
     }
     Ok(if found.interrupted {

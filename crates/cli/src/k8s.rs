@@ -192,11 +192,7 @@ pub fn plan(a: &K8sArgs, now_ns: i128) -> Result<K8sPlan, UsageError> {
         }
     };
     let l = &bench.load;
-    let rate = match l.rate.as_deref() {
-        Some("inf") => Some(f64::INFINITY),
-        Some(r) => Some(r.parse::<f64>().map_err(|_| usage("--plan-from", format!("--rate {r} is not a number")))?),
-        None => None,
-    };
+    let rate = l.rate.map(goodput_workload::Rate::value);
     Ok(K8sPlan {
         args,
         shards,

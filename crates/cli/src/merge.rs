@@ -3,9 +3,9 @@
 //! and the synchronized start that `bench --start-at` waits for.
 //!
 //! The shards of a plan search (`goodput plan --shard I/N`, documents whose `plan` report is set)
-//! merge the same way ([`goodput_results::planning::merge_plan_shards`]): their candidates are
+//! merge the same way ([`goodput_decide::planner::merge::merge_plan_shards`]): their candidates are
 //! combined and ranked, and the Pareto front found, by the planner's own
-//! [`crate::planner::rank_and_front`].
+//! [`goodput_decide::planner::rank_and_front`].
 //!
 //! Exit codes: 0 merged; 2 refused (one line naming the file: unreadable, not a shard, another
 //! plan or seed, a duplicate or missing shard, mixed shard counts) or invalid usage.
@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use goodput_decide::planner::merge::merge_plan_shards;
 use goodput_results::ResultDoc;
-use goodput_results::planning::merge_plan_shards;
 use goodput_results::shards::{ShardFile, merge_shards, wait_until};
 
 use crate::Outcome;
@@ -67,7 +67,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<Outcome> {
 
 /// The shards of a plan search merged into one plan report.
 fn merge_plans(a: &MergeArgs, files: &[ShardFile]) -> anyhow::Result<Outcome> {
-    let merged = merge_plan_shards(files, a.allow_partial, crate::planner::rank_and_front).map_err(refused)?;
+    let merged = merge_plan_shards(files, a.allow_partial).map_err(refused)?;
     for n in &merged.notes {
         warn!("goodput merge: warning: {n}");
     }

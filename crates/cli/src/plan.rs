@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use goodput_engine::{
-    Batching, Catalog, Disaggregation, Dtype, EngineSpec, KvAlloc, Link, Named, Scheduling, Speculative,
+    Batching, Catalog, Disaggregation, Dtype, EngineSpec, KvAlloc, Link, ModelArch, Named, Scheduling, Speculative,
 };
 use goodput_metrics::{Edge, Slo, Smoothing};
 use goodput_results::plan::{
@@ -17,7 +17,7 @@ use goodput_results::plan::{
 use goodput_stage::Resources;
 use goodput_tokenizer::Tokenizer;
 use goodput_workload::{
-    Arrivals, Dataset, DatasetKind, LengthDist, Load, Profile, Source, ThinkTime, Turns, WorkloadSpec,
+    Arrivals, Dataset, DatasetKind, LengthDist, Load, Profile, Rate, Source, ThinkTime, Turns, WorkloadSpec,
 };
 
 use crate::args::{BenchArgs, EngineArgs, LoadArgs, OutputArgs, SimArgs, SloArgs, TimeoutArgs, WorkloadArgs};
@@ -70,19 +70,9 @@ fn edge(flag: &str, v: &Option<String>) -> Result<Edge, UsageError> {
 /// The most concurrent streams (users, or an open loop's cap) one run holds.
 const MAX_CONCURRENCY: usize = 100_000;
 
-/// The slowest open loop accepted: one request every 1,000 s.
-pub(crate) const MIN_RATE: f64 = 0.001;
-
-fn rate(flag: &str, r: &str) -> Result<f64, UsageError> {
-    match r.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= MIN_RATE => Ok(v),
-        _ => Err(usage(flag, format!("`{r}` is not a number of requests per second of at least {MIN_RATE}"))),
-    }
-}
-
 /// `--rate inf`.
 fn infinite_rate(a: &LoadArgs) -> bool {
-    a.rate.as_deref().is_some_and(|r| r.trim().eq_ignore_ascii_case("inf"))
+    a.rate.is_some_and(Rate::is_unbounded)
 }
 
 /// The profile asked for, or the one the flags imply.
@@ -148,8 +138,8 @@ fn load_of(
 ) -> Result<Load, UsageError> {
     let name = profile.name();
     let the_rate = || -> Result<f64, UsageError> {
-        match &a.rate {
-            Some(r) if !infinite_rate(a) => rate("--rate", r),
+        match a.rate {
+            Some(Rate::PerSecond(r)) => Ok(r),
             _ => Err(usage("--rate", format!("the {name} profile needs --rate R (requests per second)"))),
         }
     };
@@ -311,17 +301,31 @@ fn edges_leave_requests(requests: Option<u64>, warmup: &Edge, cooldown: &Edge) -
 /// whether the dataset cycles, and the think time applies to both.
 pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, WorkloadPlan, Resources), UsageError> {
     let replay = l.profile == Some(Profile::Replay);
-    let (mut spec, res) = workload_spec(w, l.seed, replay)?;
+    let (spec, res) = workload_spec(w, l.seed, replay)?;
     let has_times = res.dataset.as_ref().is_some_and(|d| d.has_times());
     let load = load_plan(l, has_times)?;
-    spec.think_time = load.think_time.clone();
+    let workload = workload_plan(spec, &res, &load.think_time);
+    Ok((load, workload, res))
+}
+
+/// The workload flags as a plan, seeded, for a load that is not a replay.
+pub fn workload(w: &WorkloadArgs, seed: u64) -> Result<(WorkloadPlan, Resources), UsageError> {
+    let (spec, res) = workload_spec(w, seed, false)?;
+    Ok((workload_plan(spec, &res, &ThinkTime::default()), res))
+}
+
+fn workload_plan(mut spec: WorkloadSpec, res: &Resources, think: &ThinkTime) -> WorkloadPlan {
+    spec.think_time = think.clone();
     let distinct_prompts = Some(match &spec.source {
         Source::Synthetic => DistinctPrompts::PerRequest,
         Source::Dataset(d) => DistinctPrompts::Dataset(d.entries.len()),
     });
-    let workload = WorkloadPlan { spec: spec.info(), tokenizer: res.tokenizer.name().to_string(), distinct_prompts };
-    Ok((load, workload, res))
+    WorkloadPlan { spec: spec.info(), tokenizer: res.tokenizer.name().to_string(), distinct_prompts }
 }
+
+/// `--input-tokens` and `--output-tokens` when not given.
+pub const DEFAULT_INPUT_TOKENS: &str = "512";
+pub const DEFAULT_OUTPUT_TOKENS: &str = "128";
 
 fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
     let mut d: LengthDist = s.parse().map_err(|m| usage(flag, m))?;
@@ -389,8 +393,8 @@ fn workload_spec(a: &WorkloadArgs, seed: u64, replay: bool) -> Result<(WorkloadS
     }
     let spec = WorkloadSpec {
         source,
-        input_tokens: length("--input-tokens", &a.input_tokens)?,
-        output_tokens: length("--output-tokens", &a.output_tokens)?,
+        input_tokens: length("--input-tokens", a.input_tokens.as_deref().unwrap_or(DEFAULT_INPUT_TOKENS))?,
+        output_tokens: length("--output-tokens", a.output_tokens.as_deref().unwrap_or(DEFAULT_OUTPUT_TOKENS))?,
         prefix_groups: groups,
         prefix_tokens: ptokens,
         turns,
@@ -570,7 +574,16 @@ pub fn catalog(gpu_spec: Option<&std::path::Path>) -> Result<Catalog, UsageError
 /// engine flag applied ([`engine_spec`]) and the configuration checked (it must fit in memory).
 pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, UsageError> {
     let catalog = catalog(a.gpu_spec.as_deref())?;
-    let arch = match &a.model_config {
+    let arch = model_arch(model, a.model_config.as_deref(), &catalog)?;
+    let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
+    let spec = engine_spec(a, &catalog, gpu.link_gbs)?;
+    EnginePlan::new(spec.build(arch, gpu)).map_err(|e| UsageError(e.to_string()))
+}
+
+/// The model: `--model-config`'s Hugging Face `config.json` (named by `--model`, or its folder),
+/// or `--model` from the catalog (default llama-3.1-8b).
+pub fn model_arch(model: Option<&str>, config: Option<&Path>, catalog: &Catalog) -> Result<ModelArch, UsageError> {
+    Ok(match config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| usage("--model-config", format!("cannot read {}: {e}", p.display())))?;
@@ -585,10 +598,7 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
                 .map_err(|e| usage("--model-config", e))?
         }
         None => catalog.model(model.unwrap_or("llama-3.1-8b")).map_err(|e| usage("--model", e))?.clone(),
-    };
-    let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
-    let spec = engine_spec(a, &catalog, gpu.link_gbs)?;
-    EnginePlan::new(spec.build(arch, gpu)).map_err(|e| UsageError(e.to_string()))
+    })
 }
 
 /// The engine flags as typed choices, each checked once, naming its flag.
@@ -886,30 +896,11 @@ fn scrape_plan(a: &BenchArgs, target: &TargetPlan) -> Result<Option<ScrapePlan>,
     Ok(on.then_some(ScrapePlan { url, interval }))
 }
 
-/// Refuses a synthetic workload whose every request the engine model would refuse (a prompt over
-/// the token budget without chunked prefill, over the context, over the KV cache), naming the
-/// flag, instead of a run where all requests fail.
+/// Refuses a synthetic workload whose every request the engine model would refuse, naming the
+/// flag, instead of a run where all requests fail
+/// ([`goodput_decide::planner::smallest_request_fits`]).
 pub fn check_workload_fits(engine: &EnginePlan, w: &WorkloadPlan) -> Result<(), UsageError> {
-    if w.spec.source.kind != "synthetic" {
-        return Ok(());
-    }
-    let prompt = w.spec.input_tokens.min().saturating_add(w.spec.prefix_tokens);
-    let output = w.spec.output_tokens.min();
-    let e = goodput_engine::Engine::new(engine.config.clone()).map_err(|e| usage("--model", e))?;
-    let probe = goodput_engine::EngineRequest {
-        prompt_tokens: prompt,
-        output_tokens: output,
-        max_tokens: output,
-        ..Default::default()
-    };
-    e.check(&probe).map_err(|r| {
-        usage(
-            "--input-tokens",
-            format!(
-                "even the smallest request ({prompt} prompt + {output} output tokens) cannot run on this engine: {r}"
-            ),
-        )
-    })
+    goodput_decide::planner::smallest_request_fits(&engine.config, w).map_err(|m| usage("--input-tokens", m))
 }
 
 /// A validated `goodput sim`.
@@ -948,22 +939,9 @@ pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
     let output = output_plan(&a.output)?;
     distinct_files(&load, &a.workload, &output)?;
     let plan = RunPlan {
-        target: None,
         engine: Some(engine),
-        api: None,
-        model: None,
-        api_key_env: None,
-        ca_cert: None,
         ignore_eos: !a.no_ignore_eos,
-        extra_body: None,
-        retries: None,
-        max_event_bytes: None,
-        load,
-        workload,
-        timeouts: None,
-        slo: slo_plan(&a.slo)?,
-        output,
-        scrape: None,
+        ..RunPlan::simulated(load, workload, slo_plan(&a.slo)?, output)
     };
     Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet, html: a.output.html.clone() })
 }
@@ -999,6 +977,16 @@ mod tests {
         assert!(p.ignore_eos);
         assert_eq!(p.workload.spec.input_tokens, LengthDist::Fixed(512));
         assert!(matches!(p.load.load, Load::Closed { concurrency: 16, .. }));
+    }
+
+    #[test]
+    fn a_bad_rate_is_refused_where_the_flags_are_read_naming_the_flag() {
+        for bad in ["--rate=-3", "--rate=1e-300", "--rate=fast"] {
+            let e = Cli::try_parse_from(["goodput", "bench", bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let text = e.to_string();
+            assert!(text.contains("--rate") && text.contains("requests per second of at least 0.001"), "{text}");
+        }
     }
 
     #[test]
@@ -1047,7 +1035,6 @@ mod tests {
     fn errors_name_the_flag() {
         let cases: &[(&[&str], &str)] = &[
             (&["--url", "ftp://x"], "--url"),
-            (&["--url", "http://h:1", "--rate=-3"], "--rate"),
             (&["--url", "http://h:1", "--concurrency", "0"], "--concurrency"),
             (&["--url", "http://h:1", "--input-tokens", "uniform:9..1"], "--input-tokens"),
             (&["--url", "http://h:1", "--output-tokens", "file:/nonexistent"], "--output-tokens"),
@@ -1071,7 +1058,6 @@ mod tests {
             (&["--url", "http://h:1", "--duration", "1e30"], "--duration"),
             (&["--url", "http://h:1", "--timeout-total", "1e30s"], "--timeout-total"),
             (&["--url", "http://h:1", "--grace", "1e300"], "--grace"),
-            (&["--url", "http://h:1", "--rate", "1e-300"], "--rate"),
             (&["--url", "http://h:1", "--concurrency", "2", "--think-time", "1e30s"], "--think-time"),
             (&["--url", "http://h:1", "--input-tokens", "4000000000"], "--input-tokens"),
             (&["--url", "http://h:1", "--concurrency", "100000000"], "--concurrency"),

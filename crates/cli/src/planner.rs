@@ -1,114 +1,34 @@
-//! `goodput plan`: every candidate deployment (GPU × tensor parallelism × weight format × engine
-//! × mechanism set) is planned like a `sim`, its capacity under the SLO searched in virtual time
-//! on every core ([`goodput_stage::planner::evaluate`]), priced, and ranked. Flags are checked
-//! before anything runs; a candidate that does not fit in memory is listed with why.
+//! `goodput plan`: the flags become a typed [`PlanSearch`] once (candidates, the shared run plan,
+//! the capacity search's options, the money), checked before anything runs; the search itself
+//! (every candidate's engine, its capacity in virtual time on every core, its price, the
+//! ranking) is `goodput_decide::planner`. A candidate that does not fit in memory is listed with
+//! why.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
-use clap::Parser;
-use goodput_engine::Dtype;
+use goodput_decide::capacity::CapacityOptions;
+use goodput_decide::planner::presets::{self, WorkloadPreset};
+use goodput_decide::planner::{Mechanism, Money, PlanSearch, enumerate};
+use goodput_engine::config::Named;
+use goodput_engine::{Dtype, Preset};
 use goodput_results::ResultDoc;
-use goodput_results::plan::{EnginePlan, RunPlan};
-use goodput_results::planning::{PlanCandidate, PlanReport};
-use goodput_stage::Resources;
-use goodput_stage::capacity::CapacityOptions;
-use goodput_stage::planner::{self as lib, Evaluation};
+use goodput_results::plan::{LoadPlan, OutputPlan, RunPlan};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rayon::prelude::*;
 
 use crate::Outcome;
-use crate::args::{Cli, Command, EngineArgs, PlanArgs, SimArgs};
+use crate::args::{PlanArgs, SloArgs, WorkloadArgs};
 use crate::plan::{self, UsageError};
 
 fn usage(flag: &str, m: impl std::fmt::Display) -> UsageError {
     UsageError(format!("{flag}: {m}"))
 }
 
-/// The mechanism sets a plan can compare.
-const MECHANISMS: &[&str] = &["baseline", "spec", "ngram", "disagg", "no-prefix-caching", "prefill-first"];
-
-/// A workload preset: lengths, shared prefixes, SLO, attainment, and where the targets come from.
-struct Preset {
-    name: &'static str,
-    input: &'static str,
-    output: &'static str,
-    prefix: Option<(u32, u32)>,
-    slo: &'static str,
-    attainment: f64,
-}
-
-/// The seed article's decision framework as workloads (sources: docs/plan.md, Presets).
-const PRESETS: &[Preset] = &[
-    // GuideLLM's chat applications target: TTFT ≤ 200 ms and ITL ≤ 50 ms for 99% of requests
-    Preset {
-        name: "chat",
-        input: "lognormal:256,200",
-        output: "lognormal:256,150",
-        prefix: None,
-        slo: "ttft<=200ms,tpot<=50ms",
-        attainment: 0.99,
-    },
-    // many users behind shared system prompts, MLPerf's interactive targets (450 ms / 40 ms)
-    Preset {
-        name: "enterprise",
-        input: "uniform:100..500",
-        output: "lognormal:300,200",
-        prefix: Some((8, 1000)),
-        slo: "ttft<=450ms,tpot<=40ms",
-        attainment: 0.99,
-    },
-    // long documents in, short summaries out; throughput first, TTFT relaxed
-    Preset {
-        name: "summarize",
-        input: "uniform:4000..8000",
-        output: "uniform:200..400",
-        prefix: None,
-        slo: "ttft<=10s,tpot<=100ms",
-        attainment: 0.9,
-    },
-    // offline: only the cost of the tokens counts (a half-hour bound stands for "eventually")
-    Preset {
-        name: "batch",
-        input: "lognormal:512,300",
-        output: "lognormal:512,300",
-        prefix: None,
-        slo: "e2e<=30m",
-        attainment: 0.99,
-    },
-];
-
-/// One candidate deployment.
-#[derive(Clone, Debug)]
-struct Candidate {
-    gpu: String,
-    tp: u32,
-    dtype: Dtype,
-    engine: String,
-    mechanisms: String,
-}
-
-/// The validated plan: the base simulation, the candidates, the money.
+/// The validated command: the search, and where its answer goes.
 struct Planned {
-    base: plan::Planned,
-    model: Option<String>,
-    engine_base: EngineArgs,
-    candidates: Vec<Candidate>,
-    preset: Option<String>,
-    attainment: f64,
-    capacity: CapacityOptions,
-    prices: BTreeMap<String, f64>,
-    purchase: BTreeMap<String, f64>,
-    running: BTreeMap<String, f64>,
-    target_rate: Option<f64>,
-    budget: Option<f64>,
-    seed: u64,
-    /// `--shard I/N`: evaluate only the candidates whose grid index `k` has `k mod N = I`.
-    shard: Option<goodput_workload::Shard>,
-    out: Option<PathBuf>,
-    html: Option<PathBuf>,
+    search: PlanSearch,
+    out: Option<std::path::PathBuf>,
+    html: Option<std::path::PathBuf>,
     quiet: bool,
 }
 
@@ -134,45 +54,38 @@ fn prices(flag: &str, values: &[String], per_hour: bool) -> Result<BTreeMap<Stri
     Ok(out)
 }
 
-/// The simulation every candidate shares: the workload, the SLO and the capacity steps' load.
-fn base_sim(a: &PlanArgs, preset: Option<&Preset>) -> Result<SimArgs, UsageError> {
-    let argv = ["goodput", "sim", "--rate", "1", "--requests", "200", "--seed", &a.seed.to_string()];
-    let Ok(Cli { command: Command::Sim(mut s) }) = Cli::try_parse_from(argv) else {
-        return Err(usage("--seed", "not a valid seed"));
-    };
-    s.model = a.model.clone();
-    s.workload = a.workload.clone();
-    s.slo = a.slo.clone();
+/// The workload and SLO flags, with the preset's values where the flags were not given.
+fn with_preset(a: &PlanArgs, preset: Option<&WorkloadPreset>) -> (WorkloadArgs, SloArgs) {
+    let (mut w, mut slo) = (a.workload.clone(), a.slo.clone());
     if let Some(p) = preset {
-        // the preset gives what the flags left at their defaults
-        if s.workload.input_tokens == "512" {
-            s.workload.input_tokens = p.input.into();
+        w.input_tokens.get_or_insert_with(|| p.input.into());
+        w.output_tokens.get_or_insert_with(|| p.output.into());
+        if let (Some((groups, tokens)), None) = (p.prefix, w.prefix_groups) {
+            w.prefix_groups = Some(groups);
+            w.prefix_tokens = Some(tokens);
         }
-        if s.workload.output_tokens == "128" {
-            s.workload.output_tokens = p.output.into();
-        }
-        if let (Some((groups, tokens)), None) = (p.prefix, s.workload.prefix_groups) {
-            s.workload.prefix_groups = Some(groups);
-            s.workload.prefix_tokens = Some(tokens);
-        }
-        if s.slo.slo.is_empty() && s.slo.slo_preset.is_empty() {
-            s.slo.slo = vec![p.slo.into()];
+        if slo.slo.is_empty() && slo.slo_preset.is_empty() {
+            slo.slo = vec![p.slo.into()];
         }
     }
-    Ok(s)
+    (w, slo)
+}
+
+/// A comma-separated list of names of `T`, each checked.
+fn named_list<T: Named>(flag: &str, v: &str, what: &str) -> Result<Vec<T>, UsageError> {
+    list(flag, v)?
+        .iter()
+        .map(|n| {
+            T::NAMES.iter().find(|(_, name)| name == n).map(|(v, _)| *v).ok_or_else(|| {
+                let known: Vec<&str> = T::NAMES.iter().map(|(_, n)| *n).collect();
+                usage(flag, format!("unknown {what} `{n}`; known: {}", known.join(", ")))
+            })
+        })
+        .collect()
 }
 
 fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
-    let preset = match &a.preset {
-        Some(n) => Some(PRESETS.iter().find(|p| p.name == n.as_str()).ok_or_else(|| {
-            let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-            usage("--preset", format!("unknown preset `{n}`; known: {}", names.join(", ")))
-        })?),
-        None => None,
-    };
-    let sim = base_sim(a, preset)?;
-    let engine_base =
-        EngineArgs { gpu_spec: a.gpu_spec.clone(), model_config: a.model_config.clone(), ..Default::default() };
+    let preset = a.preset.as_deref().map(presets::preset).transpose().map_err(|m| usage("--preset", m))?;
     let tps = list("--tp", &a.tp)?
         .iter()
         .map(|t| {
@@ -186,27 +99,15 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         .iter()
         .map(|d| Dtype::parse(d).ok_or_else(|| usage("--dtype", format!("`{d}`: expected bf16, fp8 or fp4"))))
         .collect::<Result<Vec<_>, _>>()?;
-    let engines = list("--engines", &a.engines)?;
-    for e in &engines {
-        if !["vllm", "sglang", "trtllm"].contains(&e.as_str()) {
-            return Err(usage("--engines", format!("unknown engine `{e}`; known: vllm, sglang, trtllm")));
-        }
-    }
-    let mechanisms = list("--mechanisms", &a.mechanisms)?;
-    for m in &mechanisms {
-        if !MECHANISMS.contains(&m.as_str()) {
-            return Err(usage(
-                "--mechanisms",
-                format!("unknown mechanism set `{m}`; known: {}", MECHANISMS.join(", ")),
-            ));
-        }
-    }
+    let engines: Vec<Preset> = named_list("--engines", &a.engines, "engine")?;
+    let mechanisms: Vec<Mechanism> = named_list("--mechanisms", &a.mechanisms, "mechanism set")?;
     let gpus = list("--gpus", &a.gpus)?;
     // every GPU name must be known before anything runs
     let catalog = plan::catalog(a.gpu_spec.as_deref())?;
     for g in &gpus {
         catalog.gpu(g).map_err(|e| usage("--gpus", e))?;
     }
+    let model = plan::model_arch(a.model.as_deref(), a.model_config.as_deref(), &catalog)?;
     let attainment = a.attainment.unwrap_or(preset.map_or(0.99, |p| p.attainment));
     if !(attainment > 0.0 && attainment <= 1.0) {
         return Err(usage("--attainment", "must be in (0, 1]"));
@@ -225,21 +126,22 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         Some(s) => Some(s.parse::<goodput_workload::Shard>().map_err(|e| usage("--shard", e))?),
         None => None,
     };
-    let money = (prices("--price", &a.price, true)?, prices("--purchase", &a.purchase, false)?);
-    let running = prices("--running-cost", &a.running_cost, true)?;
-    if sim.slo.slo.is_empty() && sim.slo.slo_preset.is_empty() {
+    let money = Money {
+        prices: prices("--price", &a.price, true)?,
+        purchase: prices("--purchase", &a.purchase, false)?,
+        running: prices("--running-cost", &a.running_cost, true)?,
+        target_rate: a.target_rate,
+        budget: a.budget,
+    };
+    // the workload, SLO and load every candidate shares (each capacity step sets its own rate)
+    let (workload_args, slo_args) = with_preset(a, preset);
+    let slo = plan::slo_plan(&slo_args)?;
+    if slo.slo().is_none() {
         return Err(usage("--slo", "plan needs an SLO (--slo, --slo-preset or --preset)"));
     }
+    let (workload, res) = plan::workload(&workload_args, a.seed)?;
+    let base = RunPlan::simulated(LoadPlan::poisson(1.0, 200, a.seed), workload, slo, OutputPlan::default());
     let candidates = enumerate(&gpus, &tps, &dtypes, &engines, &mechanisms);
-    // the workload, SLO and load every candidate shares, planned with the first that fits
-    let mut base = Err(usage("--gpus", "no candidate fits"));
-    for c in &candidates {
-        base = plan::sim(&SimArgs { engine: engine_args(&engine_base, c), ..sim.clone() });
-        if base.is_ok() {
-            break;
-        }
-    }
-    let base = base.map_err(|e| usage("--gpus", format!("no candidate fits; the first: {}", e.0)))?;
     if let Some(o) = &a.out {
         plan::writable("--out", o)?;
     }
@@ -249,7 +151,12 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
             return Err(usage("--html", "must differ from --out"));
         }
     }
-    Ok(Planned {
+    let search = PlanSearch {
+        model,
+        catalog,
+        base,
+        res,
+        candidates,
         capacity: CapacityOptions {
             attainment,
             start_rate: 1.0,
@@ -259,213 +166,18 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
             max_step_s: None,
             min_requests: 200,
         },
-        base,
-        model: a.model.clone(),
-        engine_base,
-        candidates,
+        money,
         preset: preset.map(|p| p.name.to_string()),
-        attainment,
-        prices: money.0,
-        purchase: money.1,
-        running,
-        target_rate: a.target_rate,
-        budget: a.budget,
-        seed: a.seed,
         shard,
-        out: a.out.clone(),
-        html: a.html.clone(),
-        quiet: a.quiet,
-    })
-}
-
-/// Every combination of the dimensions, in the order given.
-fn enumerate(
-    gpus: &[String],
-    tps: &[u32],
-    dtypes: &[Dtype],
-    engines: &[String],
-    mechanisms: &[String],
-) -> Vec<Candidate> {
-    let mut out = Vec::new();
-    for gpu in gpus {
-        for &tp in tps {
-            for &dtype in dtypes {
-                for engine in engines {
-                    for m in mechanisms {
-                        let (gpu, engine, mechanisms) = (gpu.clone(), engine.clone(), m.clone());
-                        out.push(Candidate { gpu, tp, dtype, engine, mechanisms });
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// A candidate's engine flags: the GPU, TP, format and engine, and its mechanism set.
-fn engine_args(base: &EngineArgs, c: &Candidate) -> EngineArgs {
-    let mut e = EngineArgs {
-        preset: Some(c.engine.clone()),
-        gpu: Some(c.gpu.clone()),
-        tp: Some(c.tp),
-        dtype: Some(c.dtype.name().to_string()),
-        ..base.clone()
     };
-    match c.mechanisms.as_str() {
-        "spec" => e.speculative = Some("draft=llama-3.2-1b,k=4,acceptance=0.7".into()),
-        "ngram" => e.speculative = Some("ngram,k=4,acceptance=0.5".into()),
-        "disagg" => {
-            e.disaggregate = Some("prefill=1,decode=1".into());
-            e.link = Some("nvlink".into());
-        }
-        "no-prefix-caching" => e.prefix_caching = Some("off".into()),
-        "prefill-first" => e.scheduling = Some("prefill-first".into()),
-        _ => {}
-    }
-    e
-}
-
-/// What one candidate came to: its engine, or why it cannot run; its evaluation.
-enum Outcome1 {
-    Unfit(String),
-    Failed(String),
-    Done(Box<EnginePlan>, Box<Evaluation>),
-}
-
-fn evaluate(p: &Planned, c: &Candidate, res: &Resources) -> Outcome1 {
-    let engine = match plan::engine_plan(p.model.as_deref(), &engine_args(&p.engine_base, c))
-        .and_then(|e| plan::check_workload_fits(&e, &p.base.plan.workload).map(|()| e))
+    // the workload must fit at least one candidate's engine
+    if !search.candidates.iter().any(|c| search.engine(c).is_ok())
+        && let Some(first) = search.candidates.first()
     {
-        Ok(e) => e,
-        Err(e) => return Outcome1::Unfit(e.0),
-    };
-    let mut run_plan: RunPlan = p.base.plan.clone();
-    run_plan.engine = Some(engine.clone());
-    match lib::evaluate(engine.clone(), &run_plan, res, &p.capacity) {
-        Ok(ev) => Outcome1::Done(Box::new(engine), Box::new(ev)),
-        Err(e) => Outcome1::Failed(e.to_string()),
+        let why = search.engine(first).err().unwrap_or_default();
+        return Err(usage("--gpus", format!("no candidate fits; the first: {why}")));
     }
-}
-
-/// The priced, explained row of one candidate.
-fn row(p: &Planned, k: usize, c: &Candidate, o: Outcome1) -> PlanCandidate {
-    let price = p.prices.get(&c.gpu).copied().or_else(|| lib::default_price(&c.gpu));
-    let mut r = PlanCandidate {
-        grid_index: Some(k as u32),
-        gpu: c.gpu.clone(),
-        tp: c.tp,
-        dtype: c.dtype,
-        engine: c.engine.clone(),
-        mechanisms: c.mechanisms.clone(),
-        gpus: c.tp * if c.mechanisms == "disagg" { 2 } else { 1 },
-        fits: false,
-        capacity: None,
-        capacity_per_gpu: None,
-        output_tokens_per_s: None,
-        total_tokens_per_s: None,
-        ttft_p99_ms: None,
-        tpot_p99_ms: None,
-        binding: None,
-        bound: None,
-        price_per_gpu_hour: price,
-        cost_per_m_output: None,
-        cost_per_m_total: None,
-        replicas_for_target: None,
-        gpus_for_target: None,
-        cost_per_hour_for_target: None,
-        break_even_hours: None,
-        reason: String::new(),
-    };
-    if let (Some(buy), Some(rent)) = (p.purchase.get(&c.gpu), price) {
-        let running = p.running.get(&c.gpu).copied().or_else(|| lib::running_cost_per_hour(&c.gpu)).unwrap_or(0.0);
-        r.break_even_hours = lib::break_even_hours(*buy, rent, running);
-    }
-    let (engine, ev) = match o {
-        Outcome1::Unfit(why) => {
-            r.reason = format!("cannot run: {why}");
-            return r;
-        }
-        Outcome1::Failed(why) => {
-            r.fits = true;
-            r.reason = format!("simulation failed: {why}");
-            return r;
-        }
-        Outcome1::Done(e, ev) => (e, ev),
-    };
-    r.fits = true;
-    r.gpus = engine.config.gpus();
-    r.binding = ev.binding.clone();
-    let Some((rate, at)) = ev.report.rate.zip(ev.at_capacity.clone()) else {
-        r.reason = format!(
-            "meets the SLO at no rate tried{}",
-            ev.binding.as_ref().map_or(String::new(), |b| format!(" ({b} fails first)"))
-        );
-        return r;
-    };
-    r.capacity = Some(rate);
-    r.capacity_per_gpu = Some(rate / r.gpus as f64);
-    r.output_tokens_per_s = Some(at.output_tokens_per_s);
-    r.total_tokens_per_s = Some(at.total_tokens_per_s);
-    r.ttft_p99_ms = at.ttft_p99_ms;
-    r.tpot_p99_ms = at.tpot_p99_ms;
-    r.bound = Some(if at.compute_share >= 0.5 { "compute" } else { "memory" }.into());
-    if let Some(price) = price {
-        let hourly = price * r.gpus as f64;
-        r.cost_per_m_output = lib::cost_per_million(hourly, at.output_tokens_per_s);
-        r.cost_per_m_total = lib::cost_per_million(hourly, at.total_tokens_per_s);
-        if let Some(target) = p.target_rate {
-            r.replicas_for_target = lib::deployments_for(target, rate);
-            r.gpus_for_target = r.replicas_for_target.map(|n| n * r.gpus);
-            r.cost_per_hour_for_target = r.gpus_for_target.map(|g| g as f64 * price);
-        }
-    }
-    r.reason = format!(
-        "capacity {rate:.2} req/s, then {} fails first; {}-bound at capacity",
-        ev.binding.as_deref().unwrap_or("the queue's growth"),
-        r.bound.as_deref().unwrap_or("?")
-    );
-    if let (Some(budget), Some(cost)) = (p.budget, r.cost_per_hour_for_target)
-        && cost > budget
-    {
-        r.reason.push_str(&format!("; over budget (${cost:.2}/h for the target rate)"));
-    }
-    r
-}
-
-/// Ranks `rows` best first ([`rank`]) and returns the cost-vs-p99-latency Pareto front (indices
-/// into the ranked rows): what `goodput plan` does with its candidates, and what `goodput merge`
-/// does with the candidates of a sharded search's shards (given in grid order, as one process
-/// holds them).
-pub(crate) fn rank_and_front(rows: &mut [PlanCandidate], budget: Option<f64>) -> Vec<usize> {
-    rank(rows, budget);
-    let points: Vec<(usize, f64, f64)> = rows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, r.cost_per_m_output?, r.ttft_p99_ms? + r.tpot_p99_ms.unwrap_or(0.0))))
-        .collect();
-    lib::pareto(&points)
-}
-
-/// Best first: serving candidates within budget, by cost per million output tokens (or, without a
-/// price, by goodput per GPU); then over budget; then those that cannot serve.
-fn rank(rows: &mut [PlanCandidate], budget: Option<f64>) {
-    let key = |r: &PlanCandidate| {
-        let serves = r.capacity.is_some();
-        let over = matches!((budget, r.cost_per_hour_for_target), (Some(b), Some(c)) if c > b);
-        let tier = if !serves {
-            2
-        } else if over {
-            1
-        } else {
-            0
-        };
-        let cost = r.cost_per_m_output.unwrap_or(f64::INFINITY);
-        (tier, cost, -r.capacity_per_gpu.unwrap_or(0.0))
-    };
-    rows.sort_by(|a, b| {
-        let (ka, kb) = (key(a), key(b));
-        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ka.2.total_cmp(&kb.2))
-    });
+    Ok(Planned { search, out: a.out.clone(), html: a.html.clone(), quiet: a.quiet })
 }
 
 fn progress(n: usize, quiet: bool) -> ProgressBar {
@@ -483,57 +195,10 @@ fn progress(n: usize, quiet: bool) -> ProgressBar {
 
 pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
     let p = validate(&a)?;
-    let started = Instant::now();
-    // this shard's share of the grid (all of it without --shard): candidate k goes to k mod N
-    let mine: Vec<(usize, &Candidate)> = p
-        .candidates
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| p.shard.is_none_or(|s| *k as u64 % s.count as u64 == s.index as u64))
-        .collect();
-    let bar = progress(mine.len(), p.quiet);
+    let bar = progress(p.search.mine().len(), p.quiet);
     let done = AtomicU64::new(0);
-    let res = p.base.res.clone();
-    // on the pool's threads even for one candidate (rayon runs a lone item on the calling thread,
-    // which is inside the async runtime, where the evaluation cannot start its own)
-    let outcomes: Vec<Outcome1> = rayon::scope(|_| {
-        mine.par_iter()
-            .map(|(_, c)| {
-                let o = evaluate(&p, c, &res);
-                bar.set_position(done.fetch_add(1, Ordering::Relaxed) + 1);
-                o
-            })
-            .collect()
-    });
+    let report = p.search.run(|| bar.set_position(done.fetch_add(1, Ordering::Relaxed) + 1));
     bar.finish_and_clear();
-    let mut rows: Vec<PlanCandidate> = mine.iter().zip(outcomes).map(|((k, c), o)| row(&p, *k, c, o)).collect();
-    let pareto = rank_and_front(&mut rows, p.budget);
-    let w = &p.base.plan.workload.spec;
-    let report = PlanReport {
-        model: p.base.plan.engine.as_ref().map_or_else(String::new, |e| e.config.model.name.clone()),
-        preset: p.preset.clone(),
-        workload: format!(
-            "input {} tokens, output {}{}",
-            w.input_tokens,
-            w.output_tokens,
-            if w.prefix_groups > 0 {
-                format!(", {} shared prefixes of {} tokens", w.prefix_groups, w.prefix_tokens)
-            } else {
-                String::new()
-            }
-        ),
-        slo: p.base.plan.slo.slo().map(|(s, _)| s.describe()).unwrap_or_default(),
-        attainment_target: p.attainment,
-        target_rate: p.target_rate,
-        budget_per_hour: p.budget,
-        seed: p.seed,
-        grid_size: Some(p.candidates.len() as u32),
-        shard: p.shard,
-        missing_candidates: Vec::new(),
-        pareto,
-        candidates: rows,
-        elapsed_s: started.elapsed().as_secs_f64(),
-    };
     say!("{}", goodput_render::render_plan(&report));
     let mut doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), Vec::new());
     doc.plan = Some(report.clone());
@@ -548,4 +213,48 @@ pub fn run(a: PlanArgs) -> anyhow::Result<Outcome> {
     // a shard's few candidates may all fail to serve: the merged plan gives the answer
     let serves = report.shard.is_some() || report.candidates.iter().any(|c| c.capacity.is_some());
     Ok(if serves { Outcome::Ok } else { Outcome::Failed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{Cli, Command};
+    use clap::Parser;
+
+    fn plan_args(args: &[&str]) -> PlanArgs {
+        let argv = ["goodput", "plan"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).expect("clap parse").command {
+            Command::Plan(p) => p,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_preset_fills_only_what_the_flags_left_out() {
+        let chat = presets::preset("chat").unwrap();
+        // `--input-tokens 512` is the default's value, but given: the preset must not replace it
+        let (w, slo) = with_preset(&plan_args(&["--preset", "chat", "--input-tokens", "512"]), Some(chat));
+        assert_eq!(w.input_tokens.as_deref(), Some("512"));
+        assert_eq!(w.output_tokens.as_deref(), Some(chat.output));
+        assert_eq!(slo.slo, vec![chat.slo.to_string()]);
+        let (w, _) = with_preset(&plan_args(&["--preset", "chat"]), Some(chat));
+        assert_eq!(w.input_tokens.as_deref(), Some(chat.input));
+    }
+
+    #[test]
+    fn the_shared_load_is_what_sim_would_plan_from_its_flags() {
+        // the planner builds its base load from values; it must equal what the flags give
+        let argv = ["goodput", "sim", "--rate", "1", "--requests", "200", "--seed", "9"];
+        let Command::Sim(s) = Cli::try_parse_from(argv).unwrap().command else { unreachable!() };
+        let from_flags = plan::sim(&s).unwrap().plan.load;
+        assert_eq!(LoadPlan::poisson(1.0, 200, 9), from_flags);
+    }
+
+    #[test]
+    fn engines_and_mechanisms_are_checked_by_name() {
+        let e = validate(&plan_args(&["--slo", "ttft<=1s", "--engines", "vllm,tgi"])).err().unwrap();
+        assert_eq!(e.0, "--engines: unknown engine `tgi`; known: vllm, sglang, trtllm");
+        let e = validate(&plan_args(&["--slo", "ttft<=1s", "--mechanisms", "turbo"])).err().unwrap();
+        assert!(e.0.starts_with("--mechanisms: unknown mechanism set `turbo`; known: baseline, spec"), "{}", e.0);
+    }
 }

@@ -4,13 +4,12 @@
 //! returns a typed [`Run`] with its stop reason, printing nothing. Three targets implement it:
 //! [`UrlTarget`] (a server over HTTP), [`EmbeddedTarget`] (the engine model behind goodput's own
 //! server, in real time) and [`SimTarget`] (the engine model in virtual time). Sweeps
-//! ([`sweep::run`]) and the capacity search ([`capacity::search`]) are library functions over
-//! the trait, so the planner can call them with a simulated target and the command line with any.
+//! ([`sweep::run`]) are library functions over the trait, as is the Decide half's capacity
+//! search (`goodput_decide::capacity`), so the planner can call it with a simulated target and
+//! the command line with any.
 //!
 //! Commands stay thin: plan → target → stages → render → write.
 
-pub mod capacity;
-pub mod planner;
 pub mod sweep;
 mod targets;
 

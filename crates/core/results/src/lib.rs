@@ -14,6 +14,7 @@
 //! Its JSON Schema is checked in at `schema/results.schema.json`; tests validate every document
 //! the tool writes against it. Bump [`SCHEMA_VERSION`] on any incompatible change.
 
+pub mod capacity;
 pub mod comparison;
 pub mod import;
 pub mod plan;
@@ -33,6 +34,7 @@ use goodput_metrics::{
 use goodput_workload::{Arrivals, Load};
 use serde::{Deserialize, Serialize};
 
+pub use capacity::{CapacityFinding, CapacityPoint, CapacityReport};
 pub use plan::{Api, EnginePlan, RunPlan, TargetPlan, Timeouts};
 
 /// The major version of the document's format: readers refuse a larger one.
@@ -154,44 +156,6 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<server_metrics::ServerMetrics>,
     pub requests: Vec<RequestRecord>,
-}
-
-/// One step of a capacity search.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CapacityPoint {
-    pub rate: f64,
-    pub attainment: f64,
-    pub request_goodput: f64,
-    pub token_goodput: f64,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p99_ms: Option<f64>,
-    pub tpot_p50_ms: Option<f64>,
-    pub tpot_p99_ms: Option<f64>,
-    /// Stopped early with requests piling up, or the queue kept growing through the step.
-    pub saturated: bool,
-    /// Stopped early (measuring only): more requests in flight than the SLO allows.
-    pub stopped_early: bool,
-    /// 95% Wilson interval of the attainment.
-    pub attainment_ci: Option<[f64; 2]>,
-    /// How much longer the step's last request waited for its first token than its first did
-    /// (fitted; ms): the queue's growth.
-    pub queue_growth_ms: Option<f64>,
-    /// Requests sent per second, and whether the load generator kept up with its schedule.
-    pub achieved_rate: Option<f64>,
-    pub verdict: goodput_metrics::ClientVerdict,
-}
-
-/// The answer of `goodput capacity`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CapacityReport {
-    pub rate: Option<f64>,
-    pub uncertainty: Option<f64>,
-    pub per_gpu: Option<f64>,
-    pub attainment_target: f64,
-    pub slo: String,
-    pub answer: String,
-    pub notes: Vec<String>,
-    pub curve: Vec<CapacityPoint>,
 }
 
 /// The whole document.

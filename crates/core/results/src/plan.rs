@@ -50,6 +50,33 @@ pub struct LoadPlan {
     pub start_at: Option<crate::shards::StartAt>,
 }
 
+impl LoadPlan {
+    /// How long in-flight requests may finish after a stop, unless told otherwise (`--grace`).
+    pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+    /// `requests` Poisson arrivals at `rate` requests per second from `seed`: no warm-up,
+    /// cool-down, error bound or think time.
+    pub fn poisson(rate: f64, requests: u64, seed: u64) -> Self {
+        LoadPlan {
+            profile: Profile::Poisson,
+            load: Load::Open { arrivals: goodput_workload::Arrivals::Poisson { rate }, max_concurrency: None },
+            sweep_points: None,
+            max_concurrency: None,
+            requests: Some(requests),
+            duration: None,
+            warmup: Edge::None,
+            cooldown: Edge::None,
+            max_errors: None,
+            grace: Self::DEFAULT_GRACE,
+            export_schedule: None,
+            think_time: ThinkTime::default(),
+            seed,
+            shard: None,
+            start_at: None,
+        }
+    }
+}
+
 /// One of `count` processes that share one schedule (see `goodput_workload::shard`).
 pub use goodput_workload::Shard;
 
@@ -195,6 +222,31 @@ pub struct RunPlan {
     /// the embedded engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scrape: Option<ScrapePlan>,
+}
+
+impl RunPlan {
+    /// A run of `load` on `workload` under `slo` in the engine model, ignoring end-of-sequence
+    /// tokens as `sim` does by default; no engine yet (the caller sets the one it runs).
+    pub fn simulated(load: LoadPlan, workload: WorkloadPlan, slo: SloPlan, output: OutputPlan) -> Self {
+        RunPlan {
+            target: None,
+            engine: None,
+            api: None,
+            model: None,
+            api_key_env: None,
+            ca_cert: None,
+            ignore_eos: true,
+            extra_body: None,
+            retries: None,
+            max_event_bytes: None,
+            load,
+            workload,
+            timeouts: None,
+            slo,
+            output,
+            scrape: None,
+        }
+    }
 }
 
 /// Where and how often the server's metrics are scraped.

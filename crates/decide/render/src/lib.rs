@@ -9,9 +9,10 @@ use std::fmt::Write;
 
 use goodput_metrics::{ClientVerdict, Distribution, SloVerdict, Summary};
 use goodput_results::EngineStats;
-use goodput_results::{CapacityPoint, CapacityReport, EnginePlan, Run, Target};
+use goodput_results::{EnginePlan, Run, Target};
 use goodput_workload::{Arrivals, Load};
 
+pub mod capacity;
 pub mod charts;
 pub mod comparison;
 pub mod comparison_html;
@@ -22,6 +23,7 @@ pub mod roofline;
 pub mod server_charts;
 pub mod svg;
 
+pub use capacity::{render_capacity, render_capacity_curve};
 pub use csv::{requests_csv, summary_csv};
 pub use html::html_report;
 pub use planning::render_plan;
@@ -253,47 +255,6 @@ pub fn render_slo(g: &goodput_metrics::SloSummary) -> String {
     o
 }
 
-/// The capacity search's curve.
-pub fn render_capacity_curve(curve: &[CapacityPoint], target: f64) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "\ncapacity curve (target attainment {:.1}%)\n  {:>10}{:>12}{:>12}{:>12}{:>11}{:>11}{:>11}{:>11}",
-        target * 100.0,
-        "req/s",
-        "attainment",
-        "good req/s",
-        "good tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-        "TPOT p99"
-    );
-    for p in curve {
-        let _ = writeln!(
-            o,
-            "  {:>10.3}{:>11.1}%{:>12.2}{:>12.1}{:>11}{:>11}{:>11}{:>11}{}{}{}",
-            p.rate,
-            p.attainment * 100.0,
-            p.request_goodput,
-            p.token_goodput,
-            cell(p.ttft_p50_ms),
-            cell(p.ttft_p99_ms),
-            cell(p.tpot_p50_ms),
-            cell(p.tpot_p99_ms),
-            if p.attainment >= target && !p.saturated { "  ok" } else { "  below" },
-            match (p.saturated, p.stopped_early, p.queue_growth_ms) {
-                (false, ..) => String::new(),
-                (true, true, _) => " (saturated: stopped early)".into(),
-                (true, false, Some(g)) => format!(" (saturated: queue grew {g:.0} ms)"),
-                (true, false, None) => " (saturated)".into(),
-            },
-            if p.verdict == ClientVerdict::ClientBound { " (client-bound)" } else { "" }
-        );
-    }
-    o
-}
-
 /// One line per finished sweep stage.
 pub fn stage_line(name: &str, s: &Summary) -> String {
     format!(
@@ -495,14 +456,4 @@ pub fn describe(load: &Load) -> String {
             }
         }
     }
-}
-
-/// A capacity search's curve, answer and notes.
-pub fn render_capacity(c: &CapacityReport) -> String {
-    let mut o = render_capacity_curve(&c.curve, c.attainment_target);
-    let _ = writeln!(o, "\n{}", c.answer);
-    for n in &c.notes {
-        let _ = writeln!(o, "{n}");
-    }
-    o
 }

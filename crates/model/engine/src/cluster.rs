@@ -50,7 +50,7 @@ impl Link {
     pub fn parse(s: &str, gpu_link_gbs: f64) -> Result<Self, String> {
         let t = s.trim().to_ascii_lowercase();
         if t == "nvlink" {
-            return Ok(Link { name: t, bytes_per_s: gpu_link_gbs * 1e9, latency_s: 2e-6 });
+            return Ok(Link::nvlink(gpu_link_gbs));
         }
         match t.strip_suffix("gbps").map(|n| n.trim().parse::<f64>()) {
             Some(Ok(g)) if g.is_finite() && g > 0.0 => {
@@ -61,6 +61,11 @@ impl Link {
     }
 
     /// How long moving `bytes` takes once the link is free.
+    /// The GPUs' own interconnect, at `gpu_link_gbs` GB/s.
+    pub fn nvlink(gpu_link_gbs: f64) -> Self {
+        Link { name: "nvlink".into(), bytes_per_s: gpu_link_gbs * 1e9, latency_s: 2e-6 }
+    }
+
     pub fn time(&self, bytes: f64) -> f64 {
         self.latency_s + bytes / self.bytes_per_s
     }

@@ -1,0 +1,164 @@
+//! The capacity search: the highest Poisson request rate at which SLO attainment stays at or
+//! above a target, on any [`Target`] (a server at a URL, the embedded engine, the simulator).
+//!
+//! Four parts: the SLO's budgets and a step's length ([`budget`]); the bracket-and-bisect
+//! state machine that picks the next rate ([`search::Search`], pure); a measured step as a point
+//! on the curve ([`point`]); and the driver here, which runs each step as a bounded stage with a
+//! warm-up on the target. A step fails when its attainment is below the target or when it is
+//! saturated: stopped early because requests piled up far beyond what the SLO allows, or its
+//! queue was still growing (schedule-anchored TTFT rising through the step, see
+//! `goodput_metrics::trend`), which a short step's attainment would hide. A simulated target
+//! gets longer steps, since they cost nothing. What was found is a typed
+//! [`CapacityFinding`]; the renderer puts it into words.
+
+pub mod budget;
+pub mod point;
+pub mod search;
+
+use std::time::Duration;
+
+use goodput_metrics::{Edge, StopReason};
+use goodput_results::plan::RunPlan;
+use goodput_results::{CapacityFinding, CapacityReport, Run};
+use goodput_stage::{Control, Stage, StageError, Target};
+use goodput_workload::{Arrivals, Load};
+
+pub use budget::{Budgets, MIN_STEP_ARRIVALS, growing, step_seconds};
+pub use search::{MAX_RATE, MIN_RATE, Search};
+
+/// How the search proceeds.
+#[derive(Clone, Debug)]
+pub struct CapacityOptions {
+    /// Share of requests that must meet the SLO.
+    pub attainment: f64,
+    /// First rate tried, req/s.
+    pub start_rate: f64,
+    /// Stop bisecting when the bracket is narrower than this share of the rate.
+    pub precision: f64,
+    /// Most steps.
+    pub max_steps: u32,
+    /// Each step sends at least this many seconds of arrivals.
+    pub step_s: f64,
+    /// And at most this many (`None`: unbounded), unless that leaves too few arrivals.
+    pub max_step_s: Option<f64>,
+    /// Each step sends at least this many arrivals.
+    pub min_requests: u64,
+}
+
+/// One measured step: the rate it offered and its run.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub rate: f64,
+    pub run: Run,
+}
+
+/// What the search found.
+#[derive(Debug)]
+pub struct CapacityOutcome {
+    pub report: CapacityReport,
+    /// What was found, before it was put into words (the report's `answer`).
+    pub finding: CapacityFinding,
+    /// Every step, in the order measured.
+    pub steps: Vec<Step>,
+    /// The search was interrupted (Ctrl-C).
+    pub interrupted: bool,
+    /// A step had no success at all: the target could not be used.
+    pub unusable: bool,
+}
+
+impl CapacityOutcome {
+    /// The steps' runs, in the order measured.
+    pub fn runs(&self) -> Vec<Run> {
+        self.steps.iter().map(|s| s.run.clone()).collect()
+    }
+
+    /// The step run at `rate`, the last one if several were.
+    pub fn step_at(&self, rate: f64) -> Option<&Step> {
+        self.steps.iter().rev().find(|s| s.rate == rate)
+    }
+}
+
+/// The name of the step at `rate` (in the result document and on the console).
+pub fn step_name(rate: f64) -> String {
+    format!("rate@{rate:.3}")
+}
+
+/// Searches `plan` (its workload and SLO) on `target`. `control` gives each step its control
+/// (with the in-flight limit past which it is saturated), `on_run` sees each step as it ends.
+pub async fn search<T: Target>(
+    target: &mut T,
+    plan: &RunPlan,
+    o: &CapacityOptions,
+    mut control: impl FnMut(&Stage, Option<u64>) -> Control,
+    mut on_run: impl FnMut(&Run),
+) -> Result<CapacityOutcome, StageError> {
+    let (slo, _) = plan.slo.slo().unwrap_or_default();
+    let budgets = Budgets::of(&slo, &plan.workload.spec);
+    let sim = target.is_simulated();
+    let mut search = Search::new(o.start_rate, o.precision, o.max_steps);
+    let mut steps: Vec<Step> = Vec::new();
+    let mut curve = Vec::new();
+    let (mut interrupted, mut unusable) = (false, false);
+    while let Some(rate) = search.next() {
+        let stage = step_stage(plan, rate, o, sim, steps.len() as u64);
+        let ctl = control(&stage, (!sim).then(|| budgets.in_flight_limit(rate)));
+        if ctl.interrupt.is_cancelled() {
+            interrupted = true;
+            break;
+        }
+        let run = target.run(&stage, &ctl).await?;
+        on_run(&run);
+        let p = point::point(rate, &run, budgets.ttft_ms);
+        search.record(rate, point::passes(&p, o.attainment));
+        curve.push(p);
+        interrupted |= run.stop == StopReason::Interrupted;
+        // a step in which nothing succeeded says the target is unusable, not that the rate is
+        // too high
+        unusable = run.summary.completed == 0 && run.summary.attempted > 0;
+        steps.push(Step { rate, run });
+        if interrupted || unusable {
+            break;
+        }
+    }
+    curve.sort_by(|x, y| x.rate.total_cmp(&y.rate));
+    let (pass, fail) = search.bracket();
+    let finding = match (pass, fail) {
+        _ if unusable => CapacityFinding::Unusable {
+            failures: steps
+                .last()
+                .map(|s| s.run.summary.failed_by_class.iter().map(|(k, v)| (k.as_str().to_string(), *v)).collect())
+                .unwrap_or_default(),
+        },
+        (Some(pass), Some(fail)) => CapacityFinding::Bracketed { pass, fail },
+        (Some(pass), None) => CapacityFinding::AtLeast { pass, max_steps: o.max_steps },
+        (None, Some(fail)) => CapacityFinding::Below { fail },
+        (None, None) => CapacityFinding::Nothing,
+    };
+    let report = CapacityReport {
+        rate: pass,
+        uncertainty: pass.zip(fail).map(|(l, h)| (h - l) / 2.0),
+        per_gpu: pass.zip(target.gpus()).map(|(l, n)| l / n.max(1) as f64),
+        attainment_target: o.attainment,
+        slo: slo.describe(),
+        answer: goodput_render::capacity::answer(&finding, &slo, o.attainment, &target.describe()),
+        notes: goodput_render::capacity::notes(&curve, pass),
+        curve,
+    };
+    Ok(CapacityOutcome { report, finding, steps, interrupted, unusable })
+}
+
+/// The stage of the step at `rate`: the plan's workload as Poisson arrivals for the step's
+/// length, its first tenth warm-up; `index` varies the seed from step to step.
+fn step_stage(plan: &RunPlan, rate: f64, o: &CapacityOptions, sim: bool, index: u64) -> Stage {
+    let secs = step_seconds(rate, o.step_s, o.min_requests, o.max_step_s, sim);
+    let mut p = plan.clone();
+    p.load.requests = None;
+    p.load.duration = Some(Duration::from_secs_f64(secs));
+    p.load.warmup = Edge::Seconds(secs / 10.0);
+    Stage {
+        name: Some(step_name(rate)),
+        load: Load::Open { arrivals: Arrivals::Poisson { rate }, max_concurrency: plan.load.max_concurrency },
+        seed: plan.load.seed + index,
+        plan: p,
+    }
+}
