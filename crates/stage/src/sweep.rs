@@ -7,7 +7,7 @@ use goodput_results::Run;
 use goodput_results::plan::RunPlan;
 use goodput_workload::{Arrivals, Load, Profile};
 
-use crate::{Control, Stage, StageError, Target};
+use crate::seam::{Control, Stage, StageError, Target};
 
 /// Whether a stage's end ends the whole sequence (an interruption, the error budget).
 pub fn ends_everything(r: &Run) -> bool {

@@ -14,7 +14,7 @@ use goodput_server::{Embedded, ServerConfig};
 use goodput_sim::{SimConfig, simulate_with};
 use goodput_workload::Workload;
 
-use crate::{Control, Resources, Stage, StageError, Target};
+use crate::seam::{Control, Resources, Stage, StageError, Target};
 
 /// A server reached over HTTP.
 pub struct UrlTarget {

@@ -5,8 +5,10 @@
 //! in `docs/metrics.md`, and each has a unit test on values computed by hand.
 
 pub mod confidence;
+pub mod error;
 pub mod events;
 pub mod record;
+pub mod records;
 pub mod request;
 pub mod selfcheck;
 pub mod sends;
@@ -19,28 +21,15 @@ pub mod tokens;
 pub mod trend;
 pub mod units;
 
-/// A value given as text that does not parse: the text, and what is wrong with it (the message
-/// names what was expected).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ParseError {
-    pub input: String,
-    pub message: String,
-}
-
-impl ParseError {
-    pub fn new(input: &str, message: impl Into<String>) -> Self {
-        ParseError { input: input.to_string(), message: message.into() }
-    }
-}
-
+pub use error::ParseError;
 pub use record::{Attempt, ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
+pub use records::{DEFAULT_RECORD_CAP, RecordsKept, RecordsMode};
 pub use request::RequestMetrics;
 pub use selfcheck::{AfterDone, Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 pub use sends::{ConnectionReuse, Sends};
 pub use slo::{Slo, SloSummary, SloVerdict, Smoothing};
 pub use stats::{DEFAULT_EXACT_LIMIT, Distribution, Estimate, EstimateMethod, PercentileMethod, Samples};
-pub use stream::{Collector, DEFAULT_RECORD_CAP, RecordsKept, RecordsMode};
+pub use stream::Collector;
 pub use summary::{
     ClientVerdict, ClosedLoop, Edge, LoadCheck, Summary, SummaryOptions, Warning, WarningCode, Window, summarize,
 };

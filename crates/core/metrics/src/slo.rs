@@ -102,10 +102,10 @@ fn parse_ms(s: &str) -> Option<f64> {
 }
 
 impl FromStr for Predicate {
-    type Err = crate::ParseError;
+    type Err = crate::error::ParseError;
 
-    fn from_str(s: &str) -> Result<Self, crate::ParseError> {
-        Self::parse_text(s).map_err(|m| crate::ParseError::new(s, m))
+    fn from_str(s: &str) -> Result<Self, crate::error::ParseError> {
+        Self::parse_text(s).map_err(|m| crate::error::ParseError::new(s, m))
     }
 }
 
@@ -154,20 +154,20 @@ pub struct Slo {
 
 impl Slo {
     /// Parses comma-separated predicates (repeatable flags are joined by the caller).
-    pub fn parse(text: &str) -> Result<Self, crate::ParseError> {
+    pub fn parse(text: &str) -> Result<Self, crate::error::ParseError> {
         let predicates =
             text.split(',').filter(|t| !t.trim().is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
         if predicates.is_empty() {
-            return Err(crate::ParseError::new(text, "no predicates"));
+            return Err(crate::error::ParseError::new(text, "no predicates"));
         }
         Ok(Slo { predicates })
     }
 
-    pub fn preset(name: &str) -> Result<Self, crate::ParseError> {
+    pub fn preset(name: &str) -> Result<Self, crate::error::ParseError> {
         PRESETS.iter().find(|(n, _, _)| *n == name).map(|(_, p, _)| Slo::parse(p).expect("presets parse")).ok_or_else(
             || {
                 let known = PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ");
-                crate::ParseError::new(name, format!("unknown preset `{name}`; known: {known}"))
+                crate::error::ParseError::new(name, format!("unknown preset `{name}`; known: {known}"))
             },
         )
     }
@@ -209,7 +209,7 @@ impl Serialize for Slo {
 impl<'de> Deserialize<'de> for Slo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let texts = Vec::<String>::deserialize(d)?;
-        let predicates = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Predicate>, crate::ParseError>>();
+        let predicates = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Predicate>, crate::error::ParseError>>();
         predicates.map(|predicates| Slo { predicates }).map_err(serde::de::Error::custom)
     }
 }

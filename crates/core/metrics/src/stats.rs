@@ -40,10 +40,10 @@ impl PercentileMethod {
 }
 
 impl std::str::FromStr for PercentileMethod {
-    type Err = crate::ParseError;
+    type Err = crate::error::ParseError;
 
-    fn from_str(s: &str) -> Result<Self, crate::ParseError> {
-        Self::parse_text(s).map_err(|m| crate::ParseError::new(s, m))
+    fn from_str(s: &str) -> Result<Self, crate::error::ParseError> {
+        Self::parse_text(s).map_err(|m| crate::error::ParseError::new(s, m))
     }
 }
 

@@ -13,96 +13,13 @@
 //! In one pass the window is the whole run (first send to last completion), exactly as the batch
 //! summary's without edges: every measured record is inside it.
 
-use serde::{Deserialize, Serialize};
-
 use crate::record::RequestRecord;
-use crate::summary::{
-    ClientVerdict, Dists, Edge, Summary, SummaryOptions, Window, client_bound, is_cancelled, summarize, warnings,
-};
-
-/// Records a result document keeps by default before it samples them.
-pub const DEFAULT_RECORD_CAP: u64 = 100_000;
+use crate::records::{RecordsKept, RecordsMode};
+use crate::summary::{Counted, Dists, Edge, Summary, SummaryOptions, Window, finish, is_cancelled, summarize};
 
 /// Entries a one-pass summary keeps exactly per metric before it sketches them (1.6 MB each):
 /// a run past the record cap is summarized in memory that no longer grows with it.
 pub const ONE_PASS_EXACT_LIMIT: usize = 100_000;
-
-/// Which per-request records the result document holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordsMode {
-    /// Every record up to the cap ([`DEFAULT_RECORD_CAP`]), then a seeded uniform sample of that
-    /// many.
-    #[default]
-    All,
-    /// A seeded uniform sample of at most `N` records.
-    Sample(u64),
-    /// None (the summary, and the JSONL log, still see every record).
-    None,
-}
-
-impl RecordsMode {
-    /// The most records kept.
-    pub fn cap(self) -> u64 {
-        match self {
-            RecordsMode::All => DEFAULT_RECORD_CAP,
-            RecordsMode::Sample(n) => n,
-            RecordsMode::None => 0,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            RecordsMode::All => "all",
-            RecordsMode::Sample(_) => "sample",
-            RecordsMode::None => "none",
-        }
-    }
-}
-
-impl std::str::FromStr for RecordsMode {
-    type Err = crate::ParseError;
-
-    fn from_str(s: &str) -> Result<Self, crate::ParseError> {
-        let t = s.trim();
-        match t {
-            "all" => Ok(RecordsMode::All),
-            "none" => Ok(RecordsMode::None),
-            _ => match t.strip_prefix("sample:").map(|n| n.trim().parse::<u64>()) {
-                Some(Ok(n)) if n > 0 => Ok(RecordsMode::Sample(n)),
-                _ => Err(crate::ParseError::new(s, format!("`{s}`: expected all, none or sample:N (N ≥ 1)"))),
-            },
-        }
-    }
-}
-
-/// As `--records` takes it: `all`, `none`, `sample:N`.
-impl std::fmt::Display for RecordsMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RecordsMode::Sample(n) => write!(f, "sample:{n}"),
-            m => f.write_str(m.name()),
-        }
-    }
-}
-
-/// What the result document's `requests` hold.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordsKept {
-    /// `all`, `sample` or `none` (the mode asked for).
-    pub mode: String,
-    /// Records in the document.
-    pub kept: u64,
-    /// Records the run produced (and summarized).
-    pub total: u64,
-}
-
-impl RecordsKept {
-    /// The document holds fewer records than the run produced.
-    pub fn is_partial(&self) -> bool {
-        self.kept < self.total
-    }
-}
 
 /// Whether a summary can be computed in one pass: no warm-up or cool-down edge (the window is the
 /// whole run), no SLO (its smoothed goodput needs every record in time order), an open loop (the
@@ -205,28 +122,18 @@ impl Acc {
         let mut s = std::mem::take(&mut self.s);
         s.window = window;
         s.duration_s = window.seconds();
-        let secs = s.duration_s;
-        if secs > 0.0 {
-            s.request_throughput = self.completions as f64 / secs;
-            s.input_throughput = s.input_tokens as f64 / secs;
-            s.output_throughput = s.output_tokens as f64 / secs;
-            s.total_throughput = (s.input_tokens + s.output_tokens) as f64 / secs;
-            s.mean_concurrency = self.in_flight_ms / 1000.0 / secs;
-        }
         let n = self.sends;
         let rate_of = |(lo, hi): (f64, f64)| (n >= 2 && hi > lo).then(|| (n - 1) as f64 / ((hi - lo) / 1000.0));
-        s.achieved_rate = rate_of(self.spans[1]);
-        let scheduled_rate = rate_of(self.spans[0]);
-        let client_rate = rate_of(self.spans[2]);
-        s.offered_rate =
-            opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| opts.offered_is_drawn));
-        let m = opts.percentiles;
-        self.d.describe_into(&mut s, m, self.any_turn);
-        crate::summary::finish_client_side(&mut s, opts, std::mem::take(&mut self.posts));
-        let bound = client_bound(&s, opts, scheduled_rate, client_rate);
-        s.verdict = if bound.any() { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
-        s.warnings = warnings(&s, opts, &bound);
-        s
+        let counted = Counted {
+            completions: self.completions,
+            in_flight_ms: self.in_flight_ms,
+            achieved_rate: rate_of(self.spans[1]),
+            scheduled_rate: rate_of(self.spans[0]),
+            client_rate: rate_of(self.spans[2]),
+            posts: self.posts,
+            any_turn: self.any_turn,
+        };
+        finish(s, self.d, opts, counted, |_| {})
     }
 }
 

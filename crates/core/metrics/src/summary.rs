@@ -304,7 +304,7 @@ pub struct Summary {
     /// Present when the result document holds fewer records than the run produced
     /// (`--records`): the mode, records kept and records summarized.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub records_kept: Option<crate::stream::RecordsKept>,
+    pub records_kept: Option<crate::records::RecordsKept>,
     /// SLO attainment and goodput, when an SLO was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloSummary>,
@@ -407,14 +407,6 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         }
     }
     let secs = s.duration_s;
-    if secs > 0.0 {
-        s.request_throughput = completions as f64 / secs;
-        s.input_throughput = s.input_tokens as f64 / secs;
-        s.output_throughput = s.output_tokens as f64 / secs;
-        s.total_throughput = (s.input_tokens + s.output_tokens) as f64 / secs;
-        s.mean_concurrency = in_flight_ms / 1000.0 / secs;
-    }
-
     // Client self-check: achieved send rate over the span of sends (open loops: it compares
     // with the offered rate); for a closed loop, sends per second of the window (it compares
     // with the request throughput).
@@ -423,27 +415,74 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         let hi = sends.iter().map(f).reduce(f64::max)?;
         (sends.len() >= 2 && hi > lo).then(|| (sends.len() - 1) as f64 / ((hi - lo) / 1000.0))
     };
-    s.achieved_rate = match opts.closed_loop {
-        Some(_) => (secs > 0.0 && !sends.is_empty()).then(|| sends.len() as f64 / secs),
-        None => rate_of(|x| x.1),
+    let counted = Counted {
+        completions,
+        in_flight_ms,
+        achieved_rate: match opts.closed_loop {
+            Some(_) => (secs > 0.0 && !sends.is_empty()).then(|| sends.len() as f64 / secs),
+            None => rate_of(|x| x.1),
+        },
+        scheduled_rate: rate_of(|x| x.0),
+        client_rate: rate_of(|x| x.2),
+        posts,
+        any_turn: records.iter().any(|r| r.turn.is_some()),
     };
-    let scheduled_rate = rate_of(|x| x.0);
-    let client_rate = rate_of(|x| x.2);
-    // a ramp or a replay has no one nominal rate: its drawn schedule's mean rate is what it offered
-    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite()).or(scheduled_rate.filter(|_| opts.offered_is_drawn));
+    finish(s, d, opts, counted, |s| {
+        let m = opts.percentiles;
+        if let Some(users) = opts.closed_loop {
+            let (mut gaps, check) = load_check(records, users);
+            s.worker_gap_ms = gaps.describe(m);
+            s.load_check = check;
+        }
+        if let Some((slo, smoothing)) = &opts.slo {
+            s.slo = Some(crate::slo::evaluate(slo, *smoothing, records, &measured, s.duration_s, m));
+        }
+    })
+}
 
-    let m = opts.percentiles;
-    d.describe_into(&mut s, m, records.iter().any(|r| r.turn.is_some()));
-    if let Some(users) = opts.closed_loop {
-        let (mut gaps, check) = load_check(records, users);
-        s.worker_gap_ms = gaps.describe(m);
-        s.load_check = check;
+/// What a summary counted over its records, besides their distributions.
+pub(crate) struct Counted {
+    /// Successful requests that completed inside the window.
+    pub completions: u64,
+    /// Milliseconds of requests in flight inside the window, summed.
+    pub in_flight_ms: f64,
+    /// Sends per second as the client made them; and as scheduled, and as the client meant to
+    /// make them (its own cap waits taken out), for the self-check.
+    pub achieved_rate: Option<f64>,
+    pub scheduled_rate: Option<f64>,
+    pub client_rate: Option<f64>,
+    /// What the server was sent.
+    pub posts: crate::sends::Sends,
+    /// Some record is a turn of a session.
+    pub any_turn: bool,
+}
+
+/// Finishes a summary whose window, counts and distributions are in (the batch summary and the
+/// one-pass collector both end here): throughputs, rates, percentiles, what the client reports
+/// about itself, then `measured` (what only the batch summary can add: the closed-loop check,
+/// the SLO), then the client's verdict and the warnings.
+pub(crate) fn finish(
+    mut s: Summary,
+    mut d: Dists,
+    opts: &SummaryOptions,
+    c: Counted,
+    measured: impl FnOnce(&mut Summary),
+) -> Summary {
+    let secs = s.duration_s;
+    if secs > 0.0 {
+        s.request_throughput = c.completions as f64 / secs;
+        s.input_throughput = s.input_tokens as f64 / secs;
+        s.output_throughput = s.output_tokens as f64 / secs;
+        s.total_throughput = (s.input_tokens + s.output_tokens) as f64 / secs;
+        s.mean_concurrency = c.in_flight_ms / 1000.0 / secs;
     }
-    finish_client_side(&mut s, opts, posts);
-    if let Some((slo, smoothing)) = &opts.slo {
-        s.slo = Some(crate::slo::evaluate(slo, *smoothing, records, &measured, s.duration_s, m));
-    }
-    let bound = client_bound(&s, opts, scheduled_rate, client_rate);
+    s.achieved_rate = c.achieved_rate;
+    // a ramp or a replay has no one nominal rate: its drawn schedule's mean rate is what it offered
+    s.offered_rate = opts.offered_rate.filter(|r| r.is_finite()).or(c.scheduled_rate.filter(|_| opts.offered_is_drawn));
+    d.describe_into(&mut s, opts.percentiles, c.any_turn);
+    finish_client_side(&mut s, opts, c.posts);
+    measured(&mut s);
+    let bound = client_bound(&s, opts, c.scheduled_rate, c.client_rate);
     s.verdict = if bound.any() { ClientVerdict::ClientBound } else { ClientVerdict::Ok };
     s.warnings = warnings(&s, opts, &bound);
     s
@@ -452,7 +491,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
 /// What the client reports about itself beside the records (both summaries): its runtime lag,
 /// bookkeeping, streams after `[DONE]`, what the server was sent; and the token-count
 /// differences.
-pub(crate) fn finish_client_side(s: &mut Summary, opts: &SummaryOptions, mut posts: crate::sends::Sends) {
+fn finish_client_side(s: &mut Summary, opts: &SummaryOptions, mut posts: crate::sends::Sends) {
     s.runtime_lag_ms = opts.runtime_lag;
     s.bookkeeping = opts.bookkeeping;
     s.streams_after_done = opts.after_done;

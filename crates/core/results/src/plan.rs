@@ -47,7 +47,7 @@ pub struct LoadPlan {
     /// A synchronized start (`--start-at`): the requested instant and this process's clock
     /// reading when its wait ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_at: Option<crate::shards::StartAt>,
+    pub start_at: Option<StartAt>,
 }
 
 impl LoadPlan {
@@ -75,6 +75,34 @@ impl LoadPlan {
             start_at: None,
         }
     }
+}
+
+/// A synchronized start (`--start-at`): part of the plan (the requested instant is the same for
+/// every shard), with this process's clock reading at the start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartAt {
+    /// The requested start, RFC 3339 UTC with nanoseconds.
+    pub requested: String,
+    /// What the clocks said when the wait ended (absent until the run starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockReading>,
+}
+
+/// This process's clocks at the end of its wait for the start instant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClockReading {
+    /// The wall clock when the wait ended, RFC 3339 UTC with nanoseconds.
+    pub woke_at: String,
+    /// `woke_at − requested`, ms (positive: late).
+    pub late_ms: f64,
+    /// How far the wall clock moved against the monotonic clock over the wait, ms: (wall-clock
+    /// time elapsed) − (monotonic time elapsed). Non-zero when the wall clock was stepped or
+    /// slewed (NTP) while the shard waited; the wait itself runs on the monotonic clock.
+    pub clock_offset_ms: f64,
+    /// The spread of (wall − monotonic) over several back-to-back paired reads at the start, ms:
+    /// how precisely this process can tie a monotonic instant to the wall clock. It does not
+    /// include the wall clock's own error against UTC (no time server is consulted).
+    pub clock_uncertainty_ms: f64,
 }
 
 /// One of `count` processes that share one schedule (see `goodput_workload::shard`).

@@ -1,7 +1,7 @@
 //! The answer of `goodput plan`: every candidate deployment (GPU, tensor parallelism, weight
 //! format, engine, mechanisms) with its simulated capacity under the SLO, its cost per million
 //! tokens at an hourly price, and why it ranked where it did. Part of the result document
-//! ([`crate::ResultDoc::plan`]) so reports can draw it.
+//! (the document's `plan`) so reports can draw it.
 
 use goodput_engine::Dtype;
 use goodput_workload::Shard;

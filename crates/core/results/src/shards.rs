@@ -20,7 +20,6 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use goodput_metrics::{RequestRecord, StopReason, Warning, WarningCode};
-use serde::{Deserialize, Serialize};
 
 use crate::{ResultDoc, Run, RunPlan, Target, format_rfc3339_ns, parse_rfc3339_ns, summaries, summary_options};
 
@@ -31,33 +30,7 @@ pub const START_PAST_TOLERANCE: Duration = Duration::from_secs(5);
 /// A start time further in the future than this is refused.
 pub const START_FUTURE_LIMIT: Duration = Duration::from_secs(24 * 3600);
 
-/// A synchronized start (`--start-at`): part of the plan (the requested instant is the same for
-/// every shard), with this process's clock reading at the start.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StartAt {
-    /// The requested start, RFC 3339 UTC with nanoseconds.
-    pub requested: String,
-    /// What the clocks said when the wait ended (absent until the run starts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock: Option<ClockReading>,
-}
-
-/// This process's clocks at the end of its wait for the start instant.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClockReading {
-    /// The wall clock when the wait ended, RFC 3339 UTC with nanoseconds.
-    pub woke_at: String,
-    /// `woke_at − requested`, ms (positive: late).
-    pub late_ms: f64,
-    /// How far the wall clock moved against the monotonic clock over the wait, ms: (wall-clock
-    /// time elapsed) − (monotonic time elapsed). Non-zero when the wall clock was stepped or
-    /// slewed (NTP) while the shard waited; the wait itself runs on the monotonic clock.
-    pub clock_offset_ms: f64,
-    /// The spread of (wall − monotonic) over several back-to-back paired reads at the start, ms:
-    /// how precisely this process can tie a monotonic instant to the wall clock. It does not
-    /// include the wall clock's own error against UTC (no time server is consulted).
-    pub clock_uncertainty_ms: f64,
-}
+pub use crate::plan::{ClockReading, StartAt};
 
 /// Why a start time was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -178,7 +178,7 @@ impl Serialize for LengthDist {
 /// to use it).
 impl<'de> serde::Deserialize<'de> for LengthDist {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::from_text(d)
+        crate::error::from_text(d)
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod arrivals;
 pub mod datasets;
+pub mod error;
 pub mod lengths;
 pub mod load;
 pub mod machine;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 pub use arrivals::{ArrivalClock, Arrivals};
 pub use datasets::{Dataset, DatasetKind, Prompt};
+pub use error::WorkloadError;
 pub use lengths::{LengthDist, MAX_LENGTH};
 pub use load::{Load, Profile};
 pub use machine::{Bounds, Finished, LoadMachine, Next, Request, SessionSource};
@@ -35,16 +37,6 @@ pub use rate::{MIN_RATE, Rate};
 pub use session::{Conversation, Message, Segment, SessionSpec, TurnSpec};
 pub use shard::{Shard, ShardError};
 pub use think::ThinkTime;
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    #[error("{file}{}: field `{field}`: {message}", if *line > 0 { format!(", line {line}") } else { String::new() })]
-    Data { file: String, line: usize, field: String, message: String },
-    #[error("cannot read {file}: {message}")]
-    Io { file: String, message: String },
-    #[error("{0}")]
-    Invalid(String),
-}
 
 /// Where prompts and lengths come from.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -98,16 +90,6 @@ impl Source {
             },
         }
     }
-}
-
-/// A value read from its text form (`FromStr`).
-pub(crate) fn from_text<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: std::str::FromStr<Err = goodput_metrics::ParseError>,
-{
-    let s = String::deserialize(d)?;
-    s.parse().map_err(serde::de::Error::custom)
 }
 
 /// How many turns a session has.

@@ -111,7 +111,7 @@ impl Serialize for ThinkTime {
 
 impl<'de> serde::Deserialize<'de> for ThinkTime {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::from_text(d)
+        crate::error::from_text(d)
     }
 }
 

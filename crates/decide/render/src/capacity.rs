@@ -6,7 +6,7 @@ use std::fmt::Write;
 use goodput_metrics::{ClientVerdict, Slo};
 use goodput_results::{CapacityFinding, CapacityPoint, CapacityReport};
 
-use crate::cell;
+use crate::console::cell;
 
 /// The capacity search's curve.
 pub fn render_capacity_curve(curve: &[CapacityPoint], target: f64) -> String {

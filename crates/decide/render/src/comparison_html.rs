@@ -1,5 +1,5 @@
 //! `goodput compare --html`: a self-contained HTML page comparing result files. The page shell
-//! (no external load, inline CSS with print styles) is [`crate::html`]'s; this module adds, for
+//! (no external load, inline CSS with print styles) is the run report's ([`crate::page`]); this module adds, for
 //! each later file against the baseline, the comparison table of [`goodput_results::comparison`]
 //! (baseline, this, absolute and relative delta, the 95% interval of the delta, significance),
 //! the workload differences and cautions, and then the CDFs of TTFT, TPOT, ITL and E2E overlaid,
@@ -13,7 +13,7 @@ use goodput_results::comparison::{Comparison, MetricDelta, Significance};
 
 use crate::charts;
 use crate::comparison::{num, signed};
-use crate::html::{charts_block, open_page, pre};
+use crate::page::{charts_block, open_page, pre};
 use crate::svg::{Chart, esc};
 
 /// The latencies whose CDFs are overlaid: (id as in [`charts::METRICS`], label).

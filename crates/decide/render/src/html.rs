@@ -16,27 +16,8 @@ use goodput_metrics::{SloVerdict, TokenSource};
 use goodput_results::{ResultDoc, Run};
 
 use crate::charts::{self, METRICS};
+use crate::page::{charts_block, open_page, pre};
 use crate::svg::{Chart, MAX_POINTS, esc};
-
-const CSS: &str = r#"
-:root{--fg:#1d1d1f;--muted:#5f6368;--line:#d0d4d9;--bg:#fff;--accent:#0072b2;--bad:#b3261e;--ok:#1e7b34}
-*{box-sizing:border-box}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg);margin:0 auto;max-width:1340px;padding:16px 24px}
-h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}
-.meta{color:var(--muted)}
-pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f6f8fa;border:1px solid var(--line);padding:10px;overflow-x:auto;white-space:pre}
-table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid var(--line);padding:3px 8px;text-align:right}th{background:#f6f8fa}td.l,th.l{text-align:left}
-.met{color:var(--ok);font-weight:600}.missed{color:var(--bad);font-weight:600}.unsure{color:var(--muted);font-weight:600}
-.warn{color:var(--bad)}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:12px}
-svg.chart{width:100%;height:auto;border:1px solid var(--line);background:#fff;font:10px system-ui,sans-serif}
-svg.chart .ct{font-size:12px;font-weight:600;fill:var(--fg)}svg.chart .al{font-size:11px;fill:var(--muted)}
-svg.chart text{fill:#333}svg.chart .grid{stroke:#eceff1}svg.chart .tick,svg.chart .frame{stroke:#888}
-svg.chart .empty{fill:var(--muted)}
-details{margin:8px 0}summary{cursor:pointer;color:var(--accent)}
-nav a{margin-right:12px}
-@media print{body{max-width:none;padding:0;font-size:11px}.charts{grid-template-columns:1fr 1fr}svg.chart,section.run,table,pre{break-inside:avoid}nav,details>summary{display:none}details{display:block}pre{white-space:pre-wrap}a{color:inherit;text-decoration:none}}
-"#;
 
 /// The whole report; `source` names the document (its file name) in the title.
 pub fn html_report(doc: &ResultDoc, source: &str) -> String {
@@ -74,7 +55,7 @@ pub fn html_report(doc: &ResultDoc, source: &str) -> String {
         o.push_str("</section>\n");
     } else if doc.runs.len() > 1 {
         o.push_str("<section id=\"sweep\"><h2>Runs by rate</h2>");
-        pre(&mut o, &crate::render_sweep(&doc.runs.iter().collect::<Vec<_>>()));
+        pre(&mut o, &crate::console::render_sweep(&doc.runs.iter().collect::<Vec<_>>()));
         charts_block(&mut o, &charts::rate_charts(&doc.runs, None));
         o.push_str("</section>\n");
     }
@@ -103,38 +84,12 @@ pub fn html_report(doc: &ResultDoc, source: &str) -> String {
     o
 }
 
-/// The page's head (Content-Security-Policy that loads nothing, the inline CSS) and its `<h1>`;
-/// the caller ends the page with `</body></html>`. Shared with [`crate::comparison_html`].
-pub(crate) fn open_page(o: &mut String, title: &str) {
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"/>\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
-         <title>{}</title><style>{CSS}</style></head><body>\n",
-        esc(title)
-    );
-    let _ = writeln!(o, "<h1>{}</h1>", esc(title));
-}
-
 fn run_name(i: usize, r: &Run) -> String {
     r.name.clone().unwrap_or_else(|| format!("run {i}"))
 }
 
-pub(crate) fn pre(o: &mut String, text: &str) {
-    let _ = write!(o, "<pre>{}</pre>", esc(text.trim_matches('\n')));
-}
-
-pub(crate) fn charts_block(o: &mut String, cs: &[Chart]) {
-    o.push_str("<div class=\"charts\">");
-    for c in cs {
-        o.push_str(&c.svg());
-    }
-    o.push_str("</div>\n");
-}
-
 fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize) {
-    let _ = write!(o, "<section class=\"run\" id=\"run-{i}\"><h2>{}</h2>", esc(&crate::title("report", run)));
+    let _ = write!(o, "<section class=\"run\" id=\"run-{i}\"><h2>{}</h2>", esc(&crate::console::title("report", run)));
     let _ = writeln!(
         o,
         "<p class=\"meta\">target {} · model {} · started {} · {}{}</p>",
@@ -144,7 +99,7 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
         run.elapsed_s.map_or(String::new(), |s| format!("took {s:.2} s")),
         run.plan.engine_plan().map_or(String::new(), |e| format!(" · engine {}", esc(&e.describe())))
     );
-    pre(o, &crate::render_run("report", run));
+    pre(o, &crate::console::render_run("report", run));
     sends_table(o, run);
     slo_table(o, run);
     provenance(o, run);

@@ -10,7 +10,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::watch;
 
-use crate::ClientError;
+use crate::error::{ClientError, UrlError};
 
 /// The run's one monotonic clock: every timestamp is milliseconds since `t0`.
 #[derive(Clone, Copy, Debug)]
@@ -109,17 +109,6 @@ impl std::fmt::Debug for HttpClient {
         // never print the key
         write!(f, "HttpClient({})", self.base)
     }
-}
-
-/// A base URL that cannot name a server (each names the URL given).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UrlError {
-    #[error("`{url}` is not a URL: {message}")]
-    NotAUrl { url: String, message: String },
-    #[error("`{url}`: expected http://HOST:PORT or https://HOST")]
-    Scheme { url: String },
-    #[error("`{url}`: no host")]
-    NoHost { url: String },
 }
 
 /// How long an idle pooled connection is kept: under the 5 s keep-alive timeout of uvicorn

@@ -19,6 +19,7 @@ pub mod arrival;
 pub mod bookkeeping;
 pub mod closing;
 pub mod conn;
+pub mod error;
 pub mod exchange;
 pub mod http;
 pub mod lag;
@@ -30,6 +31,7 @@ pub mod runner;
 pub mod scrape;
 pub mod sse;
 
+pub use error::{ClientError, UrlError};
 pub use exchange::{Endpoint, Exchange, execute};
 pub use goodput_metrics::StopReason;
 pub use goodput_workload::Load;
@@ -37,16 +39,3 @@ pub use http::{Cancel, CancelHandle, Clock, HttpClient, Timeouts, cancel_pair};
 pub use openai::Api;
 pub use runner::{Counters, Observer, RecordSink, RunConfig, RunOutcome, run, run_into};
 pub use scrape::{ScrapeConfig, Scraper};
-
-/// Why a client could not be set up or a server not used.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error(transparent)]
-    Url(#[from] http::UrlError),
-    #[error("the API key contains characters not allowed in an HTTP header")]
-    ApiKey,
-    #[error("cannot reach {url}: {message}")]
-    Unreachable { url: String, message: String },
-    #[error("TLS: {0}")]
-    Tls(String),
-}

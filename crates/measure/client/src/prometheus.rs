@@ -2,7 +2,7 @@
 //! real parser (`prom_text_format_parser`), each engine's own names mapped to common series
 //! (vLLM, SGLang, TGI, llama.cpp; goodput's embedded engine serves vLLM's), and a run's
 //! timestamped scrapes turned into the document's [`ServerMetrics`]. Pure; the scraper
-//! ([`crate::scrape`]) runs it on the run's clock.
+//! (the scraper, `scrape.rs`) runs it on the run's clock.
 //!
 //! Label sets are combined per metric name: counts (requests running or waiting, counters,
 //! histogram sums) are **summed** over every label set (several engines of a data-parallel

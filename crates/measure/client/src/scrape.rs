@@ -20,7 +20,8 @@ use http::Uri;
 use tokio::task::JoinHandle;
 
 use crate::ClientError;
-use crate::http::{Cancel, CancelHandle, Clock, HttpClient, UrlError, cancel_pair, excerpt};
+use crate::error::UrlError;
+use crate::http::{Cancel, CancelHandle, Clock, HttpClient, cancel_pair, excerpt};
 
 /// Where to scrape and how often.
 #[derive(Clone, Debug)]

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::EngineError;
 use crate::catalog::{Dtype, Gpu, ModelArch};
+use crate::error::EngineError;
+pub use crate::named::Named;
 
 /// Efficiency factors of the step-time model, calibrated against published serving figures
 /// (see `docs/engine.md` and the `calibration` bench).
@@ -182,25 +183,6 @@ impl Speculative {
     }
 }
 
-/// An enum read from its name (`--batching static`), with the names in the error.
-pub trait Named: Sized + Copy + 'static {
-    const NAMES: &'static [(Self, &'static str)];
-
-    fn name(self) -> &'static str
-    where
-        Self: PartialEq,
-    {
-        Self::NAMES.iter().find(|(v, _)| *v == self).map_or("?", |(_, n)| n)
-    }
-
-    fn from_name(s: &str) -> Result<Self, String> {
-        Self::NAMES.iter().find(|(_, n)| *n == s.trim()).map(|(v, _)| *v).ok_or_else(|| {
-            let names: Vec<&str> = Self::NAMES.iter().map(|(_, n)| *n).collect();
-            format!("`{s}`: expected {}", names.join(", "))
-        })
-    }
-}
-
 impl Named for Batching {
     const NAMES: &'static [(Self, &'static str)] =
         &[(Batching::Continuous, "continuous"), (Batching::Static, "static")];
@@ -228,7 +210,7 @@ impl Named for Prealloc {
 pub struct EngineConfig {
     /// Whose defaults it started from (`--engine`); the fields hold the resolved values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<crate::preset::Preset>,
+    pub preset: Option<crate::config::Preset>,
     pub model: ModelArch,
     pub gpu: Gpu,
     /// Tensor-parallel degree (GPUs per replica).
@@ -273,10 +255,10 @@ pub struct EngineConfig {
     #[serde(default = "one")]
     pub replicas: u32,
     #[serde(default)]
-    pub router: crate::cluster::Router,
+    pub router: crate::topology::Router,
     /// Prefill and decode pools instead of replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disaggregation: Option<crate::cluster::Disaggregation>,
+    pub disaggregation: Option<crate::topology::Disaggregation>,
     /// Weights kept in host memory per GPU, GB (vLLM's `--cpu-offload-gb`): every forward pass
     /// streams them over the host link.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -317,7 +299,7 @@ impl EngineConfig {
             max_model_len: None,
             speculative: None,
             replicas: 1,
-            router: crate::cluster::Router::RoundRobin,
+            router: crate::topology::Router::RoundRobin,
             disaggregation: None,
             cpu_offload_gb: 0.0,
         }
@@ -588,6 +570,23 @@ impl EngineConfig {
             kv_tokens: blocks as u64 * self.block_size as u64,
         })
     }
+}
+
+/// The serving engine whose defaults a configuration starts from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// vLLM's V1 engine.
+    #[default]
+    Vllm,
+    Sglang,
+    /// TensorRT-LLM's LLM API / `trtllm-serve` (PyTorch backend).
+    Trtllm,
+}
+
+impl Named for Preset {
+    const NAMES: &'static [(Self, &'static str)] =
+        &[(Preset::Vllm, "vllm"), (Preset::Sglang, "sglang"), (Preset::Trtllm, "trtllm")];
 }
 
 #[cfg(test)]

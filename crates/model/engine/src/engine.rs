@@ -6,7 +6,7 @@
 //! iteration when the engine is idle and has work (its policy plans the batch, the step-cost
 //! model prices it); [`Engine::complete`] hands over the tokens of an iteration that has ended;
 //! [`Engine::next_event`] says when something next happens on its own. The real-time server and
-//! the virtual-time simulator drive it the same way, through [`crate::ServingEngine`].
+//! the virtual-time simulator drive it the same way, through [`crate::serving::ServingEngine`].
 //!
 //! Sequences are admitted FCFS (see [`crate::sched`]); when a running sequence needs a block and
 //! none is free, the most recently admitted one is preempted (recomputed later). Each iteration's
@@ -16,218 +16,18 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::{Batching, EngineConfig, KvAlloc, MemoryPlan, Prealloc, SpecMethod, Speculative};
 use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
-use crate::kv::{BlockTable, CacheCounters, KvManager};
+use crate::error::EngineError;
+use crate::kv::{BlockTable, KvManager};
 use crate::sched::{ContinuousBatching, Core, Limits, PREFETCH_AHEAD, Place, Policy, Seq, StaticBatching};
-use crate::{EngineError, Reject, SeqId, ServingEngine};
-
-/// What to run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EngineRequest {
-    /// Prompt length in tokens.
-    pub prompt_tokens: u32,
-    /// Tokens to generate before the sequence stops (its `max_tokens`, or an earlier stop).
-    pub output_tokens: u32,
-    /// The `max_tokens` it asked for (what a pre-allocating engine reserves for); 0: as
-    /// `output_tokens`.
-    pub max_tokens: u32,
-    /// The request's own random seed (speculative decoding draws its accepted tokens from it).
-    pub seed: u64,
-    /// Its prompt's KV arrives with it and its first token is already generated (a decode
-    /// instance of a disaggregated deployment takes over from a prefill instance).
-    pub kv_ready: bool,
-    /// Chained hashes of the sequence's full blocks at the engine's block size (prompt, then
-    /// output as far as its content is known): equal leading hashes, equal prefixes. Empty when
-    /// unknown (nothing is then reused).
-    pub block_hashes: Vec<u64>,
-}
-
-/// How many tokens a request generates: all of `max_tokens` when it must (`ignore_eos`), else its
-/// natural stop, drawn uniformly from `min..=max` from the request's own seed. The real-time
-/// server and the simulator both call this, so they stop a request at the same length.
-pub fn output_length(seed: u64, min: u32, max: u32, ignore_eos: bool) -> u32 {
-    use rand::{Rng, SeedableRng};
-    let max = max.max(1);
-    if ignore_eos {
-        return max;
-    }
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(0x006e_6174_7572_616c);
-    rng.random_range(min.clamp(1, max)..=max)
-}
+use crate::serving::{Emit, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine, StepKind, StepOut};
 
 /// How many of `k` drafted tokens the target accepts: each with probability `acceptance`, until
 /// the first rejection.
 fn accepted_drafts(rng: &mut rand_chacha::ChaCha8Rng, k: u32, acceptance: f64) -> u32 {
     use rand::Rng;
     (0..k).take_while(|_| rng.random::<f64>() < acceptance).count() as u32
-}
-
-/// Tokens delivered to one sequence at the end of an iteration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Emit {
-    pub seq: SeqId,
-    pub tokens: u32,
-    /// The sequence has generated all its tokens and left the engine.
-    pub finished: bool,
-}
-
-/// Which phases an iteration mixed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepKind {
-    Prefill,
-    Decode,
-    Mixed,
-}
-
-/// One iteration.
-#[derive(Clone, Debug, Default)]
-pub struct StepOut {
-    /// When it started and ended, seconds.
-    pub start: f64,
-    pub end: f64,
-    pub time: StepTime,
-    pub kind: Option<StepKind>,
-    pub emitted: Vec<Emit>,
-    pub preempted: Vec<SeqId>,
-    pub batch_seqs: u32,
-    pub batch_tokens: u64,
-}
-
-/// Running counters and time-weighted averages.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct EngineStats {
-    pub steps: u64,
-    pub prefill_steps: u64,
-    pub decode_steps: u64,
-    pub mixed_steps: u64,
-    pub compute_bound_steps: u64,
-    pub memory_bound_steps: u64,
-    /// Σ step durations, seconds.
-    pub busy_s: f64,
-    pub prefill_tokens: u64,
-    pub decode_tokens: u64,
-    pub preemptions: u64,
-    pub rejected: u64,
-    /// Time-weighted over busy time.
-    pub mean_running: f64,
-    pub max_running: u32,
-    pub mean_waiting: f64,
-    pub mean_kv_utilization: f64,
-    pub max_kv_utilization: f64,
-    /// Share of allocated KV slots not holding a token (internal fragmentation), time-weighted.
-    pub mean_kv_fragmentation: f64,
-    /// Share of reserved (allocated) KV slots holding token states, time-weighted: paged
-    /// allocation wastes only each sequence's last block, pre-allocation the unused reservation.
-    #[serde(default)]
-    pub mean_kv_used_share: f64,
-    /// Time-weighted mean of KV tokens reserved and of KV tokens holding token states.
-    #[serde(default)]
-    pub mean_kv_reserved_tokens: f64,
-    #[serde(default)]
-    pub mean_kv_stored_tokens: f64,
-    /// Sequences the KV cache holds at once when each reserves its most (pre-allocation by
-    /// `max_model_len`); `None` when it depends on the lengths (paged).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_seq_capacity: Option<u64>,
-    /// Speculative decoding: verified steps (one per sequence per iteration), tokens drafted and
-    /// accepted, and the time the draft model took.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub spec_drafts: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub spec_draft_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub spec_accepted_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero_f")]
-    pub spec_draft_s: f64,
-    /// Iterations the real-time driver started more than 5 ms late (the host was busy).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub late_steps: u64,
-    /// Prefix-cache lookups, hits and evictions (blocks), when prefix caching is on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefix_cache: Option<CacheCounters>,
-    /// Downsampled state over time, one row per sample: `[t_s, running, waiting,
-    /// kv_utilization, kv_used_share, preemptions, prefix_queried_tokens, prefix_hit_tokens,
-    /// spec_verified_steps, spec_drafted_tokens, spec_accepted_tokens, generated_tokens]`; the
-    /// last seven are cumulative counters since the start (rates are their differences).
-    /// Documents written before the counters existed have the first five columns only.
-    pub series: Vec<Vec<f64>>,
-    /// A deployment of several engines: each engine's own statistics.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<EngineStats>,
-    /// What this engine is in its deployment (`replica 0`, `prefill 1`, `decode 0`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
-    /// Share of the run this engine was busy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub utilization: Option<f64>,
-    /// KV hand-overs of a disaggregated deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transfers: Option<crate::cluster::TransferStats>,
-    #[serde(skip)]
-    series_every: u64,
-    /// Output tokens emitted so far (the series' `generated_tokens` column).
-    #[serde(skip)]
-    generated: u64,
-    #[serde(skip)]
-    sums: [f64; 7],
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_f(x: &f64) -> bool {
-    *x == 0.0
-}
-
-impl EngineStats {
-    /// Speculative decoding: tokens per verified step (accepted drafts plus the one sampled).
-    pub fn mean_accepted_length(&self) -> Option<f64> {
-        (self.spec_drafts > 0).then(|| 1.0 + self.spec_accepted_tokens as f64 / self.spec_drafts as f64)
-    }
-
-    /// Speculative decoding: the share of drafted tokens accepted.
-    pub fn acceptance_rate(&self) -> Option<f64> {
-        (self.spec_draft_tokens > 0).then(|| self.spec_accepted_tokens as f64 / self.spec_draft_tokens as f64)
-    }
-
-    /// Share of steps that were compute-bound.
-    pub fn compute_bound_share(&self) -> f64 {
-        if self.steps == 0 { 0.0 } else { self.compute_bound_steps as f64 / self.steps as f64 }
-    }
-
-    fn finish_averages(&mut self) {
-        if self.busy_s > 0.0 {
-            self.mean_running = self.sums[0] / self.busy_s;
-            self.mean_waiting = self.sums[1] / self.busy_s;
-            self.mean_kv_utilization = self.sums[2] / self.busy_s;
-            self.mean_kv_fragmentation = self.sums[3] / self.busy_s;
-            self.mean_kv_used_share = self.sums[4] / self.busy_s;
-            self.mean_kv_reserved_tokens = self.sums[5] / self.busy_s;
-            self.mean_kv_stored_tokens = self.sums[6] / self.busy_s;
-        }
-    }
-}
-
-/// A point-in-time view for gauges (`/metrics`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Gauges {
-    pub running: u32,
-    pub waiting: u32,
-    pub kv_utilization: f64,
-    pub preemptions: u64,
-    /// Prefix-cache tokens looked up and found (counters; whole blocks).
-    pub prefix_queried_tokens: u64,
-    pub prefix_hit_tokens: u64,
-    /// Speculative decoding counters: verified steps, drafted and accepted tokens.
-    pub spec_drafts: u64,
-    pub spec_draft_tokens: u64,
-    pub spec_accepted_tokens: u64,
 }
 
 /// One engine replica.

@@ -85,7 +85,7 @@ impl BlockPool {
     /// Brings in block `b`'s reference count ([`crate::prefetch`]).
     pub fn prefetch(&self, b: BlockId) {
         if let Some(r) = self.refs.get(b as usize) {
-            crate::prefetch(r);
+            crate::hint::prefetch(r);
         }
     }
 }
@@ -236,7 +236,7 @@ impl HashIndex {
     /// Brings in the slot where looking for `h` starts ([`crate::prefetch`]).
     #[inline]
     pub fn prefetch(&self, h: u64) {
-        crate::prefetch(&self.slots[self.home(h)]);
+        crate::hint::prefetch(&self.slots[self.home(h)]);
     }
 
     #[inline]
@@ -422,7 +422,7 @@ impl KvManager {
     fn prefetch_next_eviction(&self) {
         let Some(m) = self.meta.get(self.head as usize) else { return };
         if let Some(after) = self.meta.get(m.next as usize) {
-            crate::prefetch(after);
+            crate::hint::prefetch(after);
         }
         if m.cached {
             self.index.prefetch(m.hash);

@@ -7,27 +7,8 @@
 //! depend on the others (the memory share, SGLang's request pool) for those the user did not
 //! give.
 
-use serde::{Deserialize, Serialize};
-
 use crate::catalog::Dtype;
-use crate::config::{EngineConfig, Named, Scheduling};
-
-/// The serving engine whose defaults a configuration starts from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Preset {
-    /// vLLM's V1 engine.
-    #[default]
-    Vllm,
-    Sglang,
-    /// TensorRT-LLM's LLM API / `trtllm-serve` (PyTorch backend).
-    Trtllm,
-}
-
-impl Named for Preset {
-    const NAMES: &'static [(Self, &'static str)] =
-        &[(Preset::Vllm, "vllm"), (Preset::Sglang, "sglang"), (Preset::Trtllm, "trtllm")];
-}
+use crate::config::{EngineConfig, Preset, Scheduling};
 
 /// Which settings the user gave explicitly (a preset derives only the others).
 #[derive(Clone, Copy, Debug, Default)]

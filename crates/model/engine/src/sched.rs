@@ -8,11 +8,11 @@
 
 use std::collections::VecDeque;
 
-use crate::SeqId;
 use crate::config::Scheduling;
 use crate::cost::BatchShape;
 use crate::fasthash::{FastMap, fast_map};
 use crate::kv::{BlockTable, KvManager};
+use crate::serving::SeqId;
 
 /// One sequence in the engine.
 ///
@@ -153,7 +153,7 @@ impl Core {
     #[inline(always)]
     pub fn prefetch(&self, slot: Option<usize>) {
         if let Some(s) = slot.and_then(|i| self.slots.get(i)) {
-            crate::prefetch(s);
+            crate::hint::prefetch(s);
         }
     }
 

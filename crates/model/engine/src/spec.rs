@@ -4,9 +4,9 @@
 //! candidate from values, so no setting is ever written back into a flag to be parsed again.
 
 use crate::catalog::{Dtype, Gpu, ModelArch};
-use crate::cluster::{Disaggregation, Router};
-use crate::config::{Batching, EngineConfig, KvAlloc, Prealloc, Scheduling, Speculative};
-use crate::preset::{Given, Preset};
+use crate::config::{Batching, EngineConfig, KvAlloc, Prealloc, Preset, Scheduling, Speculative};
+use crate::preset::Given;
+use crate::topology::{Disaggregation, Router};
 
 /// Every engine setting a plan may choose; `None` keeps the preset's (or the model's) default.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -15,10 +15,10 @@ pub mod presets;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use goodput_engine::Preset;
 use goodput_engine::catalog::{Catalog, ModelArch};
-use goodput_engine::cluster::{Disaggregation, Link};
 use goodput_engine::config::{Named, Scheduling, SpecMethod, Speculative};
-use goodput_engine::preset::Preset;
+use goodput_engine::{Disaggregation, Link};
 use goodput_engine::{Dtype, EngineConfig, EngineSpec};
 use goodput_results::plan::{EnginePlan, RunPlan, WorkloadPlan};
 use goodput_results::planning::{PlanCandidate, PlanReport};
