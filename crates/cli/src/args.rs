@@ -1,4 +1,4 @@
-//! Raw command-line arguments (clap derive). Nothing here is trusted: [`crate::plan`] turns these
+//! Raw command-line arguments (clap derive). Nothing here is trusted: the `plan` module turns these
 //! into a validated plan, with errors that name the flag.
 
 use std::path::PathBuf;
@@ -77,10 +77,10 @@ pub enum Command {
     /// with their shard, distributions recomputed from every sample; refuses shards of different
     /// plans or seeds, duplicate or missing shards (unless --allow-partial). The shards of a
     /// plan search (`plan --shard I/N`) merge into one ranked plan.
-    Merge(crate::merge::MergeArgs),
+    Merge(MergeArgs),
     /// Print Kubernetes manifests that run a bench as N shards: a ConfigMap with the plan and an
     /// Indexed Job whose pods print their results to the log between marker lines.
-    K8s(crate::k8s::K8sArgs),
+    K8s(K8sArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -753,4 +753,46 @@ pub struct OutputArgs {
     /// none. The summary, and the JSONL log, always see every record.
     #[arg(long, value_name = "all|sample:N|none", default_value = "all")]
     pub records: goodput_metrics::RecordsMode,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// The shards' result files (`bench --shard I/N --out …`), any order.
+    #[arg(value_name = "SHARD.json", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Where to write the merged result document.
+    #[arg(long, value_name = "FILE.json")]
+    pub out: PathBuf,
+    /// Merge even when some shards are missing (the merged run says which, in a warning).
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Print only the summary line, not the merged run's report.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct K8sArgs {
+    /// The bench arguments every shard runs (everything up to the next k8s flag; or one quoted
+    /// string), e.g. `--plan-from --url http://vllm:8000 --rate 2000 --duration 5m`.
+    #[arg(long, value_name = "ARGS", num_args = 1.., allow_hyphen_values = true, required = true)]
+    pub plan_from: Vec<String>,
+    /// Shards (pods), each sending 1/N of the schedule.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u32>,
+    /// The container image (built from the repository's Dockerfile).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// The namespace of the ConfigMap and the Job.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// The Job's name (the ConfigMap is NAME-plan).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// When the shards start (RFC 3339 or Unix ms; default: now + --start-delay).
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// How far ahead the default start is (time to pull the image and schedule every pod).
+    #[arg(long, value_name = "DURATION")]
+    pub start_delay: Option<String>,
 }

@@ -1,7 +1,7 @@
 //! `goodput bench`: measure a server (or the embedded engine model), one stage or a sweep.
 
-use crate::Outcome;
 use crate::args::BenchArgs;
+use crate::outcome::Outcome;
 use crate::plan;
 use crate::run::{run_plan, target};
 

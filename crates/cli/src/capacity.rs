@@ -5,8 +5,8 @@ use goodput_decide::capacity::{CapacityOptions, MAX_RATE, MIN_RATE, MIN_STEP_ARR
 use goodput_stage::{AnyTarget, Target};
 use goodput_workload::Profile;
 
-use crate::Outcome;
 use crate::args::{BenchArgs, CapacityArgs, SimArgs};
+use crate::outcome::Outcome;
 use crate::output::{result_doc, write_doc, write_html};
 use crate::plan::{self, Planned, UsageError, parse_duration};
 use crate::run::{control, interrupt_on_ctrl_c, source_name, target};

@@ -8,9 +8,9 @@ use goodput_decide::compare::{CompareError, check, compare, parse_bounds, parse_
 use goodput_render::comparison::render_check;
 use goodput_results::comparison::Bound;
 
-use crate::Outcome;
 use crate::args::CheckArgs;
 use crate::compare::{refuse_different, subject};
+use crate::outcome::Outcome;
 use crate::plan::UsageError;
 
 /// The bounds of `--max-regress` and `--bounds-file`, in that order.

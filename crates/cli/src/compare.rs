@@ -15,8 +15,8 @@ use goodput_results::comparison::Comparison;
 use goodput_results::{ResultDoc, Tool};
 use serde::{Deserialize, Serialize};
 
-use crate::Outcome;
 use crate::args::CompareArgs;
+use crate::outcome::Outcome;
 use crate::output::write_file;
 use crate::plan::{UsageError, same_file, writable};
 

@@ -6,8 +6,8 @@
 use goodput_results::import::{ImportFormat, apply_slo, import};
 use goodput_results::{ResultDoc, Target};
 
-use crate::Outcome;
 use crate::args::ImportArgs;
+use crate::outcome::Outcome;
 use crate::plan::{UsageError, same_file, slo_plan, writable};
 
 pub fn run(a: ImportArgs) -> anyhow::Result<Outcome> {

@@ -18,38 +18,13 @@
 
 use std::fmt::Write as _;
 
-use clap::{Args, Parser};
+use clap::Parser;
 use serde_json::{Value, json};
 
-use crate::Outcome;
+use crate::args::K8sArgs;
 use crate::args::{BenchArgs, Cli, Command};
+use crate::outcome::Outcome;
 use crate::plan::{UsageError, parse_duration};
-
-#[derive(Args, Debug, Clone)]
-pub struct K8sArgs {
-    /// The bench arguments every shard runs (everything up to the next k8s flag; or one quoted
-    /// string), e.g. `--plan-from --url http://vllm:8000 --rate 2000 --duration 5m`.
-    #[arg(long, value_name = "ARGS", num_args = 1.., allow_hyphen_values = true, required = true)]
-    pub plan_from: Vec<String>,
-    /// Shards (pods), each sending 1/N of the schedule.
-    #[arg(long, value_name = "N")]
-    pub shards: Option<u32>,
-    /// The container image (built from the repository's Dockerfile).
-    #[arg(long, value_name = "IMAGE")]
-    pub image: Option<String>,
-    /// The namespace of the ConfigMap and the Job.
-    #[arg(long, value_name = "NS")]
-    pub namespace: Option<String>,
-    /// The Job's name (the ConfigMap is NAME-plan).
-    #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
-    /// When the shards start (RFC 3339 or Unix ms; default: now + --start-delay).
-    #[arg(long, value_name = "TIME")]
-    pub start_at: Option<String>,
-    /// How far ahead the default start is (time to pull the image and schedule every pod).
-    #[arg(long, value_name = "DURATION")]
-    pub start_delay: Option<String>,
-}
 
 /// The k8s command's own flags, which end `--plan-from`'s list.
 const OWN_FLAGS: [&str; 6] = ["--shards", "--image", "--namespace", "--name", "--start-at", "--start-delay"];

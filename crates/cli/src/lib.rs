@@ -30,6 +30,7 @@ pub mod import;
 pub mod jsonl;
 pub mod k8s;
 pub mod merge;
+pub mod outcome;
 pub mod output;
 pub mod plan;
 pub mod planner;
@@ -40,14 +41,6 @@ pub mod serve;
 pub mod sim;
 
 use clap::Parser;
-
-/// How a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    Failed,
-    Interrupted,
-}
 
 pub fn main() -> i32 {
     let cli = match args::Cli::try_parse() {
@@ -90,24 +83,5 @@ pub fn main() -> i32 {
             args::Command::K8s(a) => k8s::run(a),
         }
     });
-    exit_code(result)
-}
-
-/// The process's exit code for a command's result (printing the error, if any).
-fn exit_code(result: anyhow::Result<Outcome>) -> i32 {
-    match result {
-        Ok(Outcome::Ok) => 0,
-        Ok(Outcome::Failed) => 1,
-        // 130 after Ctrl-C, 143 after SIGTERM
-        Ok(Outcome::Interrupted) => 128 + run::INTERRUPT_SIGNAL.load(std::sync::atomic::Ordering::Relaxed),
-        Err(e) => {
-            if let Some(u) = e.downcast_ref::<plan::UsageError>() {
-                warn!("goodput: {u}");
-                2
-            } else {
-                warn!("goodput: {e:#}");
-                1
-            }
-        }
-    }
+    outcome::exit_code(result)
 }

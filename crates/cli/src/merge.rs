@@ -10,31 +10,13 @@
 //! Exit codes: 0 merged; 2 refused (one line naming the file: unreadable, not a shard, another
 //! plan or seed, a duplicate or missing shard, mixed shard counts) or invalid usage.
 
-use std::path::PathBuf;
-
-use clap::Args;
 use goodput_decide::planner::merge::merge_plan_shards;
 use goodput_results::ResultDoc;
 use goodput_results::shards::{ShardFile, merge_shards, wait_until};
 
-use crate::Outcome;
+use crate::args::MergeArgs;
+use crate::outcome::Outcome;
 use crate::plan::{Planned, UsageError, same_file, writable};
-
-#[derive(Args, Debug, Clone)]
-pub struct MergeArgs {
-    /// The shards' result files (`bench --shard I/N --out …`), any order.
-    #[arg(value_name = "SHARD.json", required = true)]
-    pub files: Vec<PathBuf>,
-    /// Where to write the merged result document.
-    #[arg(long, value_name = "FILE.json")]
-    pub out: PathBuf,
-    /// Merge even when some shards are missing (the merged run says which, in a warning).
-    #[arg(long)]
-    pub allow_partial: bool,
-    /// Print only the summary line, not the merged run's report.
-    #[arg(short, long)]
-    pub quiet: bool,
-}
 
 pub fn run(a: MergeArgs) -> anyhow::Result<Outcome> {
     writable("--out", &a.out)?;

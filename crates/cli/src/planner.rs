@@ -16,8 +16,8 @@ use goodput_results::ResultDoc;
 use goodput_results::plan::{LoadPlan, OutputPlan, RunPlan};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::Outcome;
 use crate::args::{PlanArgs, SloArgs, WorkloadArgs};
+use crate::outcome::Outcome;
 use crate::plan::{self, UsageError};
 
 fn usage(flag: &str, m: impl std::fmt::Display) -> UsageError {

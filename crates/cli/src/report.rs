@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use goodput_results::ResultDoc;
 
-use crate::Outcome;
 use crate::args::ReportArgs;
+use crate::outcome::Outcome;
 use crate::output::{write_file, write_html};
 use crate::plan::{UsageError, same_file, writable};
 

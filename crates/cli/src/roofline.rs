@@ -14,8 +14,8 @@ use goodput_results::Tool;
 use goodput_results::roofline::{RooflineReport, RooflineSpec};
 use serde::{Deserialize, Serialize};
 
-use crate::Outcome;
 use crate::args::RooflineArgs;
+use crate::outcome::Outcome;
 use crate::plan::{UsageError, writable};
 
 /// Decode batch sizes placed when `--batch` is not given.

@@ -11,12 +11,9 @@ use goodput_results::Run;
 use goodput_results::plan::TargetPlan;
 use goodput_stage::{AnyTarget, Control, EmbeddedTarget, SimTarget, Stage, UrlTarget, sweep};
 
-use crate::Outcome;
+use crate::outcome::Outcome;
 use crate::output::{LiveLog, export_schedule, result_doc, write_html};
 use crate::plan::{Planned, jsonl_path};
-
-/// The signal that interrupted the run (SIGINT by default): the exit code is 128 plus it.
-pub static INTERRUPT_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(2);
 
 /// Resolves when the process is asked to stop: Ctrl-C (SIGINT), or SIGTERM (what `timeout`,
 /// Docker and Kubernetes send); the signal's number.
@@ -43,7 +40,7 @@ pub fn interrupt_on_ctrl_c() -> Cancel {
     let (interrupt, token) = cancel_pair();
     tokio::spawn(async move {
         let sig = stop_signal().await;
-        INTERRUPT_SIGNAL.store(sig, std::sync::atomic::Ordering::Relaxed);
+        crate::outcome::INTERRUPT_SIGNAL.store(sig, std::sync::atomic::Ordering::Relaxed);
         let name = if sig == 15 { "SIGTERM" } else { "Ctrl-C" };
         warn!("\ninterrupted ({name}): no new requests; in-flight ones get the grace period (again: stop now)");
         interrupt.cancel();

@@ -5,8 +5,8 @@ use goodput_server::{AppState, ServerConfig, serve};
 use goodput_tokenizer::Tokenizer;
 use tokio::net::TcpListener;
 
-use crate::Outcome;
 use crate::args::ServeArgs;
+use crate::outcome::Outcome;
 use crate::plan::{UsageError, engine_plan};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {

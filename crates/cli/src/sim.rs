@@ -1,7 +1,7 @@
 //! `goodput sim`: predict a run in virtual time with the engine model, one stage or a sweep.
 
-use crate::Outcome;
 use crate::args::SimArgs;
+use crate::outcome::Outcome;
 use crate::plan;
 use crate::run::{run_plan, target};
 
