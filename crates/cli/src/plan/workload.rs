@@ -1,0 +1,143 @@
+//! The workload flags: lengths, datasets, sessions, shared prefixes, and the files a run reads
+//! and writes kept apart.
+
+use super::*;
+
+/// Load and workload together: the dataset decides whether `replay` is possible, the profile
+/// whether the dataset cycles, and the think time applies to both.
+pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, WorkloadPlan, Resources), UsageError> {
+    let replay = l.profile == Some(Profile::Replay);
+    let (spec, res) = workload_spec(w, l.seed, replay)?;
+    let has_times = res.dataset.as_ref().is_some_and(|d| d.has_times());
+    let load = load_plan(l, has_times)?;
+    let workload = workload_plan(spec, &res, &load.think_time);
+    Ok((load, workload, res))
+}
+
+/// The workload flags as a plan, seeded, for a load that is not a replay.
+pub fn workload(w: &WorkloadArgs, seed: u64) -> Result<(WorkloadPlan, Resources), UsageError> {
+    let (spec, res) = workload_spec(w, seed, false)?;
+    Ok((workload_plan(spec, &res, &ThinkTime::default()), res))
+}
+
+pub(super) fn workload_plan(mut spec: WorkloadSpec, res: &Resources, think: &ThinkTime) -> WorkloadPlan {
+    spec.think_time = think.clone();
+    let distinct_prompts = Some(match &spec.source {
+        Source::Synthetic => DistinctPrompts::PerRequest,
+        Source::Dataset(d) => DistinctPrompts::Dataset(d.entries.len()),
+    });
+    WorkloadPlan { spec: spec.info(), tokenizer: res.tokenizer.name().to_string(), distinct_prompts }
+}
+
+/// `--input-tokens` and `--output-tokens` when not given.
+pub const DEFAULT_INPUT_TOKENS: &str = "512";
+
+pub const DEFAULT_OUTPUT_TOKENS: &str = "128";
+
+pub(super) fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
+    let mut d: LengthDist = s.parse().map_err(|m| usage(flag, m))?;
+    if let LengthDist::Empirical { path, values } = &mut d {
+        let text = std::fs::read_to_string(Path::new(path.as_str()))
+            .map_err(|e| usage(flag, format!("cannot read {path}: {e}")))?;
+        *values = LengthDist::parse_values(path, &text).map_err(|e| usage(flag, e))?;
+    }
+    Ok(d)
+}
+
+/// The workload flags, validated, with the tokenizer and dataset loaded. `replay`: the dataset
+/// is used once, in order.
+pub(super) fn workload_spec(
+    a: &WorkloadArgs,
+    seed: u64,
+    replay: bool,
+) -> Result<(WorkloadSpec, Resources), UsageError> {
+    let tk = Tokenizer::load(a.tokenizer.as_deref()).map_err(|e| usage("--tokenizer", e))?;
+    let source = match a.dataset.as_deref().map(str::trim) {
+        None | Some("synthetic") => Source::Synthetic,
+        Some(d) => {
+            let (kind, path) = d
+                .split_once(':')
+                .ok_or_else(|| usage("--dataset", format!("`{d}`: expected KIND:PATH, e.g. sharegpt:data.json")))?;
+            let kind: DatasetKind = kind.parse().map_err(|m| usage("--dataset", m))?;
+            let d = Dataset::load(kind, path).map_err(|e| usage("--dataset", e))?;
+            if let Some(s) = d.skipped_summary() {
+                warn!("goodput: --dataset {d}: {s}");
+            }
+            Source::Dataset(Arc::new(d))
+        }
+    };
+    let turns = match a.turns.as_deref().map(str::trim) {
+        None if a.sessions => match &source {
+            Source::Dataset(_) => Turns::All,
+            Source::Synthetic => Turns::Up(4),
+        },
+        None => Turns::One,
+        Some("all") => Turns::All,
+        Some(n) => match n.parse::<u32>() {
+            Ok(0) | Err(_) => return Err(usage("--turns", format!("`{n}`: expected a positive number or `all`"))),
+            Ok(1) => Turns::One,
+            Ok(n) => Turns::Up(n),
+        },
+    };
+    let multi = !matches!(turns, Turns::One);
+    match &source {
+        Source::Synthetic if turns == Turns::All => {
+            return Err(usage("--turns", "`all` keeps whole dataset conversations; synthetic sessions need a number"));
+        }
+        Source::Dataset(d) if multi && d.kind != DatasetKind::ShareGpt => {
+            return Err(usage(
+                "--sessions",
+                format!("multi-turn sessions come from sharegpt or synthetic, not {}", d.kind.name()),
+            ));
+        }
+        _ => {}
+    }
+    let (groups, ptokens) = (a.prefix_groups.unwrap_or(0), a.prefix_tokens.unwrap_or(0));
+    if ptokens > goodput_workload::MAX_LENGTH {
+        return Err(usage("--prefix-tokens", format!("at most {} tokens", goodput_workload::MAX_LENGTH)));
+    }
+    if (groups > 0) != (ptokens > 0) {
+        return Err(usage(
+            if groups > 0 { "--prefix-tokens" } else { "--prefix-groups" },
+            "--prefix-groups G and --prefix-tokens P go together",
+        ));
+    }
+    let spec = WorkloadSpec {
+        source,
+        input_tokens: length("--input-tokens", a.input_tokens.as_deref().unwrap_or(DEFAULT_INPUT_TOKENS))?,
+        output_tokens: length("--output-tokens", a.output_tokens.as_deref().unwrap_or(DEFAULT_OUTPUT_TOKENS))?,
+        prefix_groups: groups,
+        prefix_tokens: ptokens,
+        turns,
+        think_time: ThinkTime::default(),
+        cycle: !replay,
+        seed,
+    };
+    let dataset = match &spec.source {
+        Source::Dataset(d) => Some(Arc::clone(d)),
+        Source::Synthetic => None,
+    };
+    Ok((spec, Resources { tokenizer: tk, dataset }))
+}
+
+/// Refuses a run that would write one file twice, or over its own input: `--out`, its JSONL log,
+/// `--export-schedule` and the `--dataset` file must all differ.
+pub(super) fn distinct_files(load: &LoadPlan, w: &WorkloadArgs, out: &OutputPlan) -> Result<(), UsageError> {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let dataset = w.dataset.as_deref().and_then(|d| d.split_once(':')).map(|(_, p)| std::path::PathBuf::from(p));
+    let files = [
+        ("--dataset", dataset),
+        ("--out", out.out.clone()),
+        ("--out's JSONL log", jsonl_path(out)),
+        ("--export-schedule", load.export_schedule.clone()),
+    ];
+    let given: Vec<(&str, std::path::PathBuf)> =
+        files.into_iter().filter_map(|(f, p)| p.map(|p| (f, abs(&p)))).collect();
+    for (i, (a, pa)) in given.iter().enumerate() {
+        if let Some((b, _)) = given[i + 1..].iter().find(|(_, pb)| pb == pa) {
+            let flag = if b.starts_with("--out's") { "--out" } else { b };
+            return Err(usage(flag, format!("{} is also {a}: give another file", pa.display())));
+        }
+    }
+    Ok(())
+}
