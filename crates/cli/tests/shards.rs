@@ -478,7 +478,7 @@ fn the_pod_script_prints_the_result_between_markers() {
 
     // over the log's limit (made tiny here): not printed; the pod names the file and waits for
     // `/results/collected` (already there: no wait)
-    let limit = goodput_cli::k8s::LOG_LIMIT_BYTES.to_string();
+    let limit = goodput_k8s::LOG_LIMIT_BYTES.to_string();
     assert!(script.contains(&limit));
     let small = script.replace(&limit, "10");
     std::fs::write(results.join("collected"), "").unwrap();
