@@ -16,27 +16,21 @@
 
 use std::collections::VecDeque;
 
-use crate::config::{Batching, EngineConfig, KvAlloc, MemoryPlan, Prealloc, SpecMethod, Speculative};
+use crate::config::{Batching, EngineConfig, MemoryPlan};
 use crate::cost::{BatchShape, Roofline, StepCost, StepTime};
 use crate::error::EngineError;
 use crate::kv::{BlockTable, KvManager};
 use crate::sched::{ContinuousBatching, Core, Limits, PREFETCH_AHEAD, Place, Policy, Seq, StaticBatching};
 use crate::serving::{Emit, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine, StepKind, StepOut};
-
-/// How many of `k` drafted tokens the target accepts: each with probability `acceptance`, until
-/// the first rejection.
-fn accepted_drafts(rng: &mut rand_chacha::ChaCha8Rng, k: u32, acceptance: f64) -> u32 {
-    use rand::Rng;
-    (0..k).take_while(|_| rng.random::<f64>() < acceptance).count() as u32
-}
+use crate::speculate::Speculation;
 
 /// One engine replica.
 pub struct Engine {
     cfg: EngineConfig,
     plan: MemoryPlan,
     cost: Box<dyn StepCost>,
-    /// The draft model's step cost (speculative decoding with a draft model).
-    draft: Option<Box<dyn StepCost>>,
+    /// How iterations speculate (drafted tokens, acceptance, drafting time).
+    speculation: Box<dyn Speculation>,
     policy: Box<dyn Policy>,
     core: Core,
     /// Requests in intake: when each becomes schedulable. Its head is never an aborted one.
@@ -70,26 +64,19 @@ impl Engine {
         policy: Box<dyn Policy>,
     ) -> Result<Self, EngineError> {
         let plan = cfg.plan()?;
-        let kv = KvManager::new(plan.kv_blocks, cfg.block_size, cfg.prefix_caching);
+        let kv = KvManager::with_rule(plan.kv_blocks, cfg.block_size, cfg.prefix_caching, crate::kv::alloc::rule(&cfg));
         let limits = Limits {
             max_num_seqs: cfg.max_num_seqs,
             max_batched_tokens: cfg.max_batched_tokens,
             watermark: plan.kv_blocks / 100,
-            spec_k: cfg.speculative.as_ref().map_or(0, |s| s.k),
+            spec_k: 0,
         };
-        let draft = match &cfg.speculative {
-            Some(Speculative { method: SpecMethod::Draft { model }, .. }) => {
-                let mut d = cfg.clone();
-                d.model = (**model).clone();
-                d.speculative = None;
-                Some(Box::new(Roofline::new(&d)) as Box<dyn StepCost>)
-            }
-            _ => None,
-        };
+        let speculation = crate::speculate::strategy(&cfg);
+        let limits = Limits { spec_k: speculation.k(), ..limits };
         Ok(Engine {
             core: Core::new(kv, limits),
             cost,
-            draft,
+            speculation,
             policy,
             plan,
             cfg,
@@ -136,13 +123,9 @@ impl Engine {
         Ok(())
     }
 
-    /// The KV a request reserves at admission (0: blocks as it grows).
+    /// The KV a request reserves at admission (0: blocks as it grows), by the KV manager's rule.
     fn reservation(&self, r: &EngineRequest) -> u64 {
-        match (self.cfg.kv_alloc, self.cfg.prealloc) {
-            (KvAlloc::Paged, _) => 0,
-            (KvAlloc::Prealloc, Prealloc::MaxModelLen) => self.cfg.context(),
-            (KvAlloc::Prealloc, Prealloc::Request) => r.prompt_tokens as u64 + r.max_tokens.max(r.output_tokens) as u64,
-        }
+        self.core.kv.reservation(r.prompt_tokens as u64, r.max_tokens.max(r.output_tokens) as u64)
     }
 
     /// How long taking `r` in costs (nothing for a hand-over: its intake was paid upstream).
@@ -207,7 +190,6 @@ impl Engine {
         let mut emitted = std::mem::take(&mut self.spare);
         emitted.clear();
         let (caching, keep, mut finished) = (core.kv.prefix_caching(), self.policy.keeps_finished(), false);
-        let acceptance = self.cfg.speculative.as_ref().map_or(0.0, |s| s.acceptance);
         let mut draft = BatchShape::default();
         // KV tokens of the batch's sequences that stay (the running list's total when the batch
         // is all of it, as it mostly is: no second pass over it then)
@@ -221,7 +203,7 @@ impl Engine {
             let accepted = if drafted > 0 {
                 draft.add_decode(seq.computed + 1);
                 let rng = seq.rng.as_deref_mut().expect("speculative sequences have their stream");
-                let a = accepted_drafts(rng, drafted, acceptance);
+                let a = self.speculation.accepted(rng, drafted);
                 self.stats.spec_drafts += 1;
                 self.stats.spec_draft_tokens += drafted as u64;
                 self.stats.spec_accepted_tokens += a as u64;
@@ -264,10 +246,8 @@ impl Engine {
         }
         debug_assert_eq!(stored, core.stored_tokens());
         let mut time = self.cost.time(&shape);
-        if let (Some(d), true) = (&self.draft, draft.decode_seqs > 0) {
-            // the draft model runs once per drafted token, over every speculating sequence
-            let k = core.limits.spec_k as f64;
-            let t = d.time(&draft).total_s * k;
+        let t = self.speculation.draft_time(&draft);
+        if t > 0.0 {
             self.stats.spec_draft_s += t;
             time.total_s += t;
         }
@@ -392,7 +372,7 @@ impl ServingEngine for Engine {
             done: false,
             place: Place::Intake,
             aborted: false,
-            rng: self.cfg.speculative.is_some().then(|| {
+            rng: (self.speculation.k() > 0).then(|| {
                 use rand::SeedableRng;
                 let mut g = rand_chacha::ChaCha8Rng::seed_from_u64(r.seed);
                 g.set_stream(0x7370_6563);
@@ -471,9 +451,7 @@ impl ServingEngine for Engine {
     fn stats(&self) -> EngineStats {
         let mut s = self.stats.clone();
         s.preemptions = self.core.preemptions;
-        if self.cfg.kv_alloc == KvAlloc::Prealloc && self.cfg.prealloc == Prealloc::MaxModelLen {
-            s.kv_seq_capacity = Some(self.plan.kv_tokens / self.cfg.context().max(1));
-        }
+        s.kv_seq_capacity = self.core.kv.seq_capacity(self.plan.kv_tokens);
         if self.core.kv.prefix_caching() {
             s.prefix_cache = Some(self.core.kv.counters);
         }

@@ -3,9 +3,11 @@
 //! - [`catalog`]: GPUs and model architectures (data files read at start-up) and derived sizes;
 //! - [`config`]: an engine configuration, its validation and memory plan;
 //! - [`cost`]: the roofline step-time model;
-//! - [`kv`]: the paged KV cache (block pool, block tables, the KV manager and its prefix cache);
+//! - [`kv`]: the paged KV cache (block pool, block tables, the KV manager and its prefix cache)
+//!   and the allocation rules it applies (paged, or reserved at admission: one file each);
 //! - [`preset`]: vLLM's, SGLang's and TensorRT-LLM's defaults;
 //! - [`sched`]: scheduling policies over the engine's queues;
+//! - [`speculate`]: speculative decoding as a step strategy (none, draft model, prompt lookup);
 //! - [`engine`]: one replica: intake, iterations, statistics;
 //! - [`fasthash`]: the hasher of the engine's integer-keyed maps;
 //! - [`cluster`]: deployments of several engines (replicas behind a router, prefill/decode
@@ -32,6 +34,7 @@ pub mod preset;
 pub mod sched;
 pub mod serving;
 pub mod spec;
+pub mod speculate;
 pub mod topology;
 
 pub use catalog::{Catalog, Dtype, Gpu, ModelArch};

@@ -14,6 +14,10 @@
 //! for the whole prefix up to the end of its block ([`block_hashes`]). The cache finds a block by
 //! its hash in a [`HashIndex`].
 
+pub mod alloc;
+pub mod paged;
+pub mod prealloc;
+
 /// A block's index in the pool.
 pub type BlockId = u32;
 
@@ -108,30 +112,6 @@ impl BlockTable {
     /// Token slots the table holds.
     pub fn slots(&self, block_size: u32) -> u64 {
         self.blocks.len() as u64 * block_size as u64
-    }
-
-    /// Grows the table to hold `tokens` tokens from the pool's free list. All-or-nothing: on
-    /// failure nothing is taken.
-    pub fn grow_to(&mut self, pool: &mut BlockPool, tokens: u64, block_size: u32) -> bool {
-        let need = tokens.div_ceil(block_size as u64) as usize;
-        if need <= self.blocks.len() {
-            return true;
-        }
-        let more = need - self.blocks.len();
-        if more as u32 > pool.free_count() {
-            return false;
-        }
-        for _ in 0..more {
-            self.blocks.push(pool.allocate().expect("checked free count"));
-        }
-        true
-    }
-
-    /// Releases every block (sequence finished or preempted).
-    pub fn release_all(&mut self, pool: &mut BlockPool) {
-        for b in self.blocks.drain(..) {
-            pool.release(b);
-        }
     }
 }
 
@@ -320,12 +300,26 @@ pub struct KvManager {
     tail: u32,
     evictable: u32,
     pub counters: CacheCounters,
+    /// How a sequence's KV is handed out (paged, or reserved at admission).
+    alloc: std::sync::Arc<dyn alloc::Allocation>,
 }
 
 impl KvManager {
+    /// A paged manager of `blocks` blocks of `block_size` tokens.
     pub fn new(blocks: u32, block_size: u32, prefix_caching: bool) -> Self {
+        Self::with_rule(blocks, block_size, prefix_caching, std::sync::Arc::new(paged::Paged))
+    }
+
+    /// A manager that hands out KV by `rule` ([`alloc::rule`]).
+    pub fn with_rule(
+        blocks: u32,
+        block_size: u32,
+        prefix_caching: bool,
+        rule: std::sync::Arc<dyn alloc::Allocation>,
+    ) -> Self {
         let n = if prefix_caching { blocks as usize } else { 0 };
         KvManager {
+            alloc: rule,
             pool: BlockPool::new(blocks),
             block_size,
             caching: prefix_caching,
@@ -340,6 +334,16 @@ impl KvManager {
 
     pub fn block_size(&self) -> u32 {
         self.block_size
+    }
+
+    /// Tokens of KV a sequence reserves at admission ([`alloc::Allocation::reservation`]).
+    pub fn reservation(&self, prompt: u64, max_output: u64) -> u64 {
+        self.alloc.reservation(prompt, max_output)
+    }
+
+    /// Sequences the cache holds at once, where the allocation rule alone fixes it.
+    pub fn seq_capacity(&self, kv_tokens: u64) -> Option<u64> {
+        self.alloc.seq_capacity(kv_tokens)
     }
 
     pub fn capacity(&self) -> u32 {
@@ -587,15 +591,15 @@ mod tests {
 
     #[test]
     fn tables_grow_all_or_nothing() {
-        let mut p = BlockPool::new(4);
+        let mut kv = KvManager::new(4, 16, false);
         let mut t = BlockTable::default();
-        assert!(t.grow_to(&mut p, 17, 16)); // 2 blocks
+        assert!(kv.grow(&mut t, 17)); // 2 blocks
         assert_eq!(t.len(), 2);
-        assert!(t.grow_to(&mut p, 32, 16)); // still 2
-        assert!(!t.grow_to(&mut p, 100, 16)); // needs 7: refused, nothing taken
-        assert_eq!((t.len(), p.free_count()), (2, 2));
-        t.release_all(&mut p);
-        assert_eq!(p.free_count(), 4);
+        assert!(kv.grow(&mut t, 32)); // still 2
+        assert!(!kv.grow(&mut t, 100)); // needs 7: refused, nothing taken
+        assert_eq!((t.len(), kv.available()), (2, 2));
+        kv.free(&mut t);
+        assert_eq!(kv.available(), 4);
     }
 
     #[test]
@@ -703,24 +707,24 @@ mod tests {
     proptest! {
         #[test]
         fn invariants(ops in proptest::collection::vec(op(), 1..300), cap in 1u32..64) {
-            let mut pool = BlockPool::new(cap);
+            let mut kv = KvManager::new(cap, 16, false);
             let mut tables: HashMap<usize, BlockTable> = HashMap::new();
             for o in ops {
                 match o {
                     Op::Grow(s, t) => {
                         let tb = tables.entry(s).or_default();
                         let before = tb.len();
-                        let ok = tb.grow_to(&mut pool, t, 16);
+                        let ok = kv.grow(tb, t);
                         if !ok { prop_assert_eq!(tb.len(), before); }
                     }
                     Op::Finish(s) | Op::Preempt(s) => {
                         if let Some(mut tb) = tables.remove(&s) {
                             let victim: Vec<BlockId> = tb.blocks.clone();
-                            let free_before = pool.free_count();
-                            tb.release_all(&mut pool);
+                            let free_before = kv.available();
+                            kv.free(&mut tb);
                             // exactly the victim's blocks were freed
-                            prop_assert_eq!(pool.free_count(), free_before + victim.len() as u32);
-                            for b in victim { prop_assert_eq!(pool.ref_count(b), 0); }
+                            prop_assert_eq!(kv.available(), free_before + victim.len() as u32);
+                            for b in victim { prop_assert_eq!(kv.pool.ref_count(b), 0); }
                         }
                     }
                 }
@@ -729,13 +733,13 @@ mod tests {
                 for tb in tables.values() {
                     for &b in &tb.blocks {
                         prop_assert!(owned.insert(b), "block {} owned twice", b);
-                        prop_assert_eq!(pool.ref_count(b), 1);
+                        prop_assert_eq!(kv.pool.ref_count(b), 1);
                     }
                 }
-                prop_assert_eq!(pool.free_count() as usize + owned.len(), cap as usize);
+                prop_assert_eq!(kv.available() as usize + owned.len(), cap as usize);
             }
-            for (_, mut tb) in tables.drain() { tb.release_all(&mut pool); }
-            prop_assert_eq!(pool.free_count(), cap);
+            for (_, mut tb) in tables.drain() { kv.free(&mut tb); }
+            prop_assert_eq!(kv.available(), cap);
         }
 
         /// The index answers as a map would, through insertions and removals that collide often
