@@ -4,7 +4,6 @@
 //! `cargo bench -p goodput --bench pacer`
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use goodput_client::{Api, Cancel, Endpoint, HttpClient, Load, RunConfig, Timeouts, run};
 use goodput_engine::{Catalog, Dtype, EngineConfig};
@@ -41,7 +40,8 @@ fn main() {
             tk.clone(),
         );
         let load = Load::Open { arrivals: Arrivals::Poisson { rate }, max_concurrency: None };
-        let run_cfg = RunConfig { duration: Some(Duration::from_secs(secs)), ..RunConfig::new(load, "llama-3.1-8b") };
+        let mut run_cfg = RunConfig::new(load, "llama-3.1-8b");
+        run_cfg.sending.bounds.duration_s = Some(secs as f64);
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(16),
             output_tokens: LengthDist::Fixed(4),

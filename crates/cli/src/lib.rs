@@ -45,6 +45,14 @@ use clap::Parser;
 pub fn main() -> i32 {
     let cli = match args::Cli::try_parse() {
         Ok(c) => c,
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            // a value a flag's own type refused (`--rate fast`): one line naming the flag, as
+            // every other usage error
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or_default();
+            warn!("goodput: {}", first.strip_prefix("error: ").unwrap_or(first));
+            return 2;
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();

@@ -11,7 +11,7 @@ use goodput_results::plan::{EnginePlan, RunPlan};
 use goodput_results::server_metrics::{Flavour, ServerMetrics};
 use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summary_options, unix_ns};
 use goodput_server::{Embedded, ServerConfig};
-use goodput_sim::{SimConfig, simulate_with};
+use goodput_sim::simulate_with;
 use goodput_workload::Workload;
 
 use crate::seam::{Control, Resources, Stage, StageError, Target};
@@ -145,16 +145,9 @@ impl Target for SimTarget {
         let mut engine = goodput_engine::build(&self.engine.config)?;
         let spec = self.res.workload_spec(&plan.workload, stage.seed);
         let workload = Workload::counts(spec, Some(self.res.tokenizer.clone()))?;
-        let cfg = SimConfig {
-            load: stage.load.clone(),
-            // every record is kept: a duration alone never runs past the limit
-            requests: Some(plan.load.requests.unwrap_or(MAX_SIM_REQUESTS)),
-            duration_s: plan.load.duration.map(|d| d.as_secs_f64()),
-            ignore_eos: plan.ignore_eos,
-            seed: stage.seed,
-            max_errors: plan.load.max_errors,
-            shard: plan.load.shard,
-        };
+        let mut cfg = sending(stage);
+        // every record is kept: a duration alone never runs past the limit
+        cfg.bounds.requests = Some(plan.load.requests.unwrap_or(MAX_SIM_REQUESTS));
         let started = Instant::now();
         let wall_ns = unix_ns();
         // records are summarized as they finish; the document keeps what --records says
@@ -310,18 +303,12 @@ async fn measure(
         ep.max_event_bytes = usize::try_from(b).unwrap_or(usize::MAX);
     }
     let cfg = RunConfig {
-        load: stage.load.clone(),
-        requests: plan.load.requests,
-        duration: plan.load.duration,
-        max_errors: plan.load.max_errors,
+        sending: sending(stage),
         grace: Some(plan.load.grace),
         model: model.to_string(),
-        ignore_eos: plan.ignore_eos,
         extra_body: plan.extra_body.clone(),
         // the embedded engine stops each request where the simulator would
         send_seed,
-        seed: stage.seed,
-        shard: plan.load.shard,
     };
     let workload = Workload::new(res.workload_spec(&plan.workload, stage.seed), res.tokenizer.clone())?;
     // the stage stops on the caller's interrupt, or when saturated
@@ -420,5 +407,22 @@ impl Target for AnyTarget {
 
     fn is_simulated(&self) -> bool {
         matches!(self, AnyTarget::Sim(_))
+    }
+}
+
+/// What a stage sends, for either driver: its load and seed, the plan's bounds, shard and
+/// output lengths.
+fn sending(stage: &Stage) -> goodput_workload::Sending {
+    let l = &stage.plan.load;
+    goodput_workload::Sending {
+        load: stage.load.clone(),
+        bounds: goodput_workload::Bounds {
+            requests: l.requests,
+            duration_s: l.duration.map(|d| d.as_secs_f64()),
+            max_errors: l.max_errors,
+        },
+        seed: stage.seed,
+        shard: l.shard,
+        ignore_eos: stage.plan.ignore_eos,
     }
 }

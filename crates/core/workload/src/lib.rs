@@ -32,7 +32,7 @@ pub use datasets::{Dataset, DatasetKind, Prompt};
 pub use error::WorkloadError;
 pub use lengths::{LengthDist, MAX_LENGTH};
 pub use load::{Load, Profile};
-pub use machine::{Bounds, Finished, LoadMachine, Next, Request, SessionSource};
+pub use machine::{Bounds, Finished, LoadMachine, Next, Request, Sending, SessionSource};
 pub use rate::{MIN_RATE, Rate};
 pub use session::{Conversation, Message, Segment, SessionSpec, TurnSpec};
 pub use shard::{Shard, ShardError};

@@ -58,6 +58,39 @@ pub struct Bounds {
     pub max_errors: Option<u64>,
 }
 
+/// What a driver sends and when it stops sending, whichever drives it (the real-time client and
+/// the virtual-time simulator both take one): the load, its bounds, the seed, this process's
+/// shard of the schedule, and whether requests run to `max_tokens`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sending {
+    pub load: Load,
+    pub bounds: Bounds,
+    pub seed: u64,
+    /// Send only this shard's slice of the schedule (`--shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Requests run to `max_tokens` (otherwise each may stop at its natural length).
+    pub ignore_eos: bool,
+}
+
+impl Sending {
+    /// `load` with no bound but the workload's end, seed 0, unsharded, run to `max_tokens`.
+    pub fn new(load: Load) -> Self {
+        Sending { load, bounds: Bounds::default(), seed: 0, shard: None, ignore_eos: true }
+    }
+
+    /// At most `n` requests.
+    pub fn with_requests(mut self, n: u64) -> Self {
+        self.bounds.requests = Some(n);
+        self
+    }
+
+    /// The machine that paces this sending over `source` (`text`: requests carry prompt text).
+    pub fn machine(&self, source: Box<dyn SessionSource>, text: bool) -> LoadMachine {
+        LoadMachine::sharded(&self.load, self.bounds, self.seed, source, text, self.shard)
+    }
+}
+
 /// A request to send now.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use goodput_metrics::{ErrorClass, RequestRecord, StopReason};
-use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, SessionSource, SessionSpec, Workload};
+use goodput_workload::{Finished, Load, LoadMachine, Next, Request, Sending, SessionSource, SessionSpec, Workload};
 use serde::Serialize;
 
 use crate::bookkeeping::{BookStats, Bookkeeper};
@@ -32,56 +32,26 @@ use crate::openai::request_body;
 /// When to stop, and how requests are shaped.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunConfig {
-    pub load: Load,
-    /// Stop after this many requests have been sent.
-    pub requests: Option<u64>,
-    /// Stop sending after this long (in-flight requests finish).
-    #[serde(serialize_with = "opt_secs")]
-    pub duration: Option<Duration>,
-    /// Stop the run when this many requests have failed.
-    pub max_errors: Option<u64>,
+    /// The load, its bounds (`duration_s`: nothing scheduled later is sent; in-flight requests
+    /// finish), the seed, the shard, and whether requests run to `max_tokens`.
+    pub sending: Sending,
     /// After an interruption, how long in-flight requests may continue before they are cancelled.
     #[serde(serialize_with = "opt_secs")]
     pub grace: Option<Duration>,
     pub model: String,
-    pub ignore_eos: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// Send each request's own seed (`"seed"`): the embedded engine draws its natural stop
     /// lengths and words from it, as the simulator does.
     #[serde(skip)]
     pub send_seed: bool,
-    pub seed: u64,
-    /// Send only this shard's slice of the schedule (`--shard I/N`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shard: Option<goodput_workload::Shard>,
 }
 
 impl RunConfig {
     /// `load` for `model` with no stop condition but the workload's end, forced output lengths
     /// (`ignore_eos`), no extra body, seed 0.
     pub fn new(load: Load, model: impl Into<String>) -> Self {
-        RunConfig {
-            load,
-            requests: None,
-            duration: None,
-            max_errors: None,
-            grace: None,
-            model: model.into(),
-            ignore_eos: true,
-            extra_body: None,
-            send_seed: false,
-            seed: 0,
-            shard: None,
-        }
-    }
-
-    fn bounds(&self) -> Bounds {
-        Bounds {
-            requests: self.requests,
-            duration_s: self.duration.map(|d| d.as_secs_f64()),
-            max_errors: self.max_errors,
-        }
+        RunConfig { sending: Sending::new(load), grace: None, model: model.into(), extra_body: None, send_seed: false }
     }
 }
 
@@ -312,7 +282,7 @@ pub async fn run_into(
     // Sessions are prepared ahead on their own thread. Let it fill its buffer before the clock
     // starts, so building prompts does not compete with the first sends for the CPU.
     let (gen_tx, gen_rx) = sync_channel::<SessionSpec>(GENERATOR_AHEAD);
-    let budget = cfg.requests;
+    let budget = cfg.sending.bounds.requests;
     let filled = Arc::new(AtomicU64::new(0));
     let generator = {
         let filled = Arc::clone(&filled);
@@ -329,7 +299,7 @@ pub async fn run_into(
     let (abort, _) = cancel_pair();
     let out = Arc::new(Collector { counters: Counters::default(), records: sink, observer });
     let books = Bookkeeper::start(ep.tokenizer.clone(), Arc::clone(&out) as Arc<dyn crate::bookkeeping::Sink>);
-    let machine = LoadMachine::sharded(&cfg.load, cfg.bounds(), cfg.seed, Box::new(Prepared(gen_rx)), true, cfg.shard);
+    let machine = cfg.sending.machine(Box::new(Prepared(gen_rx)), true);
     let shared = Arc::new(Shared {
         ep,
         cfg: cfg.clone(),
@@ -500,7 +470,7 @@ fn body_for(s: &Shared, r: &Request) -> Bytes {
         messages,
         || messages.iter().map(|m| m.content.as_str()).collect::<String>(),
         r.max_tokens,
-        cfg.ignore_eos,
+        cfg.sending.ignore_eos,
         extra.as_ref(),
     );
     Bytes::from(serde_json::to_vec(&body).expect("serializable body"))

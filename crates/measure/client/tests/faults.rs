@@ -410,7 +410,7 @@ async fn max_errors_stops_the_run() {
     let server = ScriptedServer::start(|_| vec![Step::Status(503, "down".into())]).await;
     let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
     let mut cfg = config(1000, 2);
-    cfg.max_errors = Some(5);
+    cfg.sending.bounds.max_errors = Some(5);
     let out = run_within(Duration::from_secs(10), ep, cfg, workload(8, 4)).await;
     assert_eq!(out.stop, goodput_client::StopReason::MaxErrors);
     assert!(out.records.len() >= 5 && out.records.len() < 20, "{}", out.records.len());
@@ -421,7 +421,8 @@ async fn open_loop_records_schedule() {
     let server = ScriptedServer::start(|_| goodput_testkit::steady_stream(5.0, 1.0, 3, false)).await;
     let ep = endpoint(&server.url(), Api::Completions, short_timeouts());
     let mut cfg = config(20, 1);
-    cfg.load = Load::Open { arrivals: goodput_workload::Arrivals::Constant { rate: 100.0 }, max_concurrency: None };
+    cfg.sending.load =
+        Load::Open { arrivals: goodput_workload::Arrivals::Constant { rate: 100.0 }, max_concurrency: None };
     let out = run_within(Duration::from_secs(10), ep, cfg, workload(8, 3)).await;
     assert_eq!(out.records.len(), 20);
     let mut sched: Vec<f64> = out.records.iter().map(|r| r.scheduled_ms).collect();

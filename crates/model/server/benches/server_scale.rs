@@ -97,7 +97,8 @@ fn main() {
             timeouts,
             tk.clone(),
         );
-        let cfg = RunConfig { requests: Some(requests), ..RunConfig::new(Load::closed(streams), "llama-3.2-1b") };
+        let mut cfg = RunConfig::new(Load::closed(streams), "llama-3.2-1b");
+        cfg.sending.bounds.requests = Some(requests);
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(16),
             output_tokens: LengthDist::Uniform { lo: tokens / 2, hi: tokens * 3 / 2 },

@@ -16,15 +16,7 @@ fn measure(name: &str, cfg: &EngineConfig, spec: &WorkloadSpec, n: u64, target: 
     for _ in 0..3 {
         let mut engine = build(cfg).unwrap();
         let w = Workload::counts_only(spec.clone()).unwrap();
-        let sim = SimConfig {
-            load: Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None },
-            requests: Some(n),
-            duration_s: None,
-            ignore_eos: true,
-            seed: 0,
-            max_errors: None,
-            shard: None,
-        };
+        let sim = SimConfig::new(Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None }).with_requests(n);
         let t = std::time::Instant::now();
         let out = simulate(engine.as_mut(), &sim, w);
         let wall = t.elapsed().as_secs_f64();

@@ -254,13 +254,8 @@ fn predict(s: &Scenario) -> f64 {
         None => Arrivals::AllAtOnce,
     };
     let cfg = SimConfig {
-        load: Load::Open { arrivals, max_concurrency: None },
-        requests: Some(s.requests),
-        duration_s: None,
-        ignore_eos: true,
         seed: 1,
-        max_errors: None,
-        shard: None,
+        ..SimConfig::new(Load::Open { arrivals, max_concurrency: None }).with_requests(s.requests)
     };
     let out = simulate(&mut engine, &cfg, w);
     let sum = summarize(&out.records, &SummaryOptions::new());

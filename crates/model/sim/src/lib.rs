@@ -15,25 +15,10 @@ use std::collections::VecDeque;
 
 use goodput_engine::{Emit, EngineRequest, EngineStats, ServingEngine, block_hashes, output_length};
 use goodput_metrics::{ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
-use goodput_workload::{Bounds, Finished, Load, LoadMachine, Next, Request, Workload};
-use serde::Serialize;
+use goodput_workload::{Finished, LoadMachine, Next, Request, Sending, Workload};
 
-/// Run limits and request shaping (the simulator's half of a run plan).
-#[derive(Clone, Debug, Serialize)]
-pub struct SimConfig {
-    pub load: Load,
-    pub requests: Option<u64>,
-    pub duration_s: Option<f64>,
-    /// Requests run to `max_tokens`; otherwise each stops at its natural length
-    /// ([`output_length`], from the request's own seed).
-    pub ignore_eos: bool,
-    pub seed: u64,
-    /// Stop sending once this many requests have failed (`--max-errors`); those in flight finish.
-    pub max_errors: Option<u64>,
-    /// Send only this shard's slice of the schedule (`--shard I/N`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shard: Option<goodput_workload::Shard>,
-}
+/// What the simulator sends and when it stops: the same [`Sending`] the real-time client takes.
+pub type SimConfig = Sending;
 
 /// What a simulation produced.
 #[derive(Debug)]
@@ -188,8 +173,7 @@ impl<'a> Sim<'a> {
         workload: Workload,
         sink: &'a mut dyn FnMut(RequestRecord) -> Option<RequestRecord>,
     ) -> Self {
-        let bounds = Bounds { requests: cfg.requests, duration_s: cfg.duration_s, max_errors: cfg.max_errors };
-        let machine = LoadMachine::sharded(&cfg.load, bounds, cfg.seed, Box::new(workload), false, cfg.shard);
+        let machine = cfg.machine(Box::new(workload), false);
         Sim {
             cfg,
             machine,
@@ -384,6 +368,7 @@ mod tests {
     use goodput_engine::{Catalog, Engine, EngineConfig};
     use goodput_metrics::{SummaryOptions, summarize};
     use goodput_workload::{Arrivals, LengthDist, WorkloadSpec};
+    use goodput_workload::{Bounds, Load};
 
     fn engine(tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
         let c = Catalog::builtin();
@@ -402,7 +387,7 @@ mod tests {
     }
 
     fn cfg(load: Load, requests: Option<u64>) -> SimConfig {
-        SimConfig { load, requests, duration_s: None, ignore_eos: true, seed: 0, max_errors: None, shard: None }
+        SimConfig { bounds: Bounds { requests, ..Bounds::default() }, ..Sending::new(load) }
     }
 
     fn run(load: Load, requests: u64, tweak: impl FnOnce(&mut EngineConfig)) -> SimOutcome {
@@ -433,7 +418,8 @@ mod tests {
     fn max_errors_stops_sending() {
         // 512-token prompts cannot be scheduled under a 256-token budget without chunked prefill
         let tweak = |c: &mut EngineConfig| c.max_batched_tokens = 256;
-        let c = SimConfig { max_errors: Some(5), ..cfg(Load::closed(2), Some(50)) };
+        let mut c = cfg(Load::closed(2), Some(50));
+        c.bounds.max_errors = Some(5);
         let out = simulate(&mut engine(tweak), &c, workload(512, 128));
         assert!(out.max_errors_reached());
         assert_eq!(out.records.len(), 5);
@@ -559,7 +545,8 @@ mod tests {
     #[test]
     fn duration_bounds_the_run() {
         let load = Load::Open { arrivals: Arrivals::Constant { rate: 10.0 }, max_concurrency: None };
-        let c = SimConfig { duration_s: Some(2.0), ..cfg(load, None) };
+        let mut c = cfg(load, None);
+        c.bounds.duration_s = Some(2.0);
         let out = simulate(&mut engine(|_| {}), &c, workload(64, 8));
         assert_eq!(out.records.len(), 21, "arrivals at 0, 0.1, …, 2.0 s");
         assert_eq!(out.stop, StopReason::Duration);

@@ -148,15 +148,7 @@ proptest! {
             ..Default::default()
         };
         let Ok(w) = Workload::counts_only(spec) else { return Ok(()) };
-        let sc = SimConfig {
-            load,
-            requests: Some(p.requests),
-            duration_s: None,
-            ignore_eos: p.ignore_eos,
-            seed: 11,
-            max_errors: None,
-            shard: None,
-        };
+        let sc = SimConfig { ignore_eos: p.ignore_eos, seed: 11, ..SimConfig::new(load).with_requests(p.requests) };
         let out = simulate(e.as_mut(), &sc, w);
         // a conversation broken by a failed turn is not continued: its later turns are never
         // sent (they count against the budget); otherwise every request of the budget is sent
@@ -191,15 +183,7 @@ fn static_batching_with_mixed_lengths_and_a_long_queue_ends() {
         output_tokens: LengthDist::Uniform { lo: 50, hi: 800 },
         ..Default::default()
     };
-    let sc = SimConfig {
-        load: Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None },
-        requests: Some(600),
-        duration_s: None,
-        ignore_eos: true,
-        seed: 0,
-        max_errors: None,
-        shard: None,
-    };
+    let sc = SimConfig::new(Load::Open { arrivals: Arrivals::AllAtOnce, max_concurrency: None }).with_requests(600);
     let out = simulate(e.as_mut(), &sc, Workload::counts_only(spec).unwrap());
     assert_eq!(out.records.len(), 600);
     assert!(out.records.iter().all(|r| r.is_success()));

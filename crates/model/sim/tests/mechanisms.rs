@@ -25,13 +25,11 @@ fn spec(input: LengthDist, output: LengthDist) -> WorkloadSpec {
 fn sim(cfg: &EngineConfig, load: Load, requests: u64, spec: WorkloadSpec) -> SimOutcome {
     let mut engine: Box<dyn ServingEngine> = build(cfg).unwrap();
     let c = SimConfig {
-        load,
-        requests: Some(requests),
-        duration_s: None,
-        ignore_eos: true,
+        bounds: goodput_workload::Bounds { requests: Some(requests), duration_s: None, max_errors: None },
         seed: 7,
-        max_errors: None,
         shard: None,
+        ignore_eos: true,
+        load,
     };
     let out = simulate(engine.as_mut(), &c, Workload::counts_only(spec).unwrap());
     assert!(out.records.iter().all(RequestRecord::is_success), "every request completes");

@@ -18,11 +18,12 @@ pub fn endpoint(url: &str, api: Api, timeouts: Timeouts) -> Endpoint {
 }
 
 pub fn config(requests: u64, concurrency: usize) -> RunConfig {
-    RunConfig {
-        requests: Some(requests),
+    let mut c = RunConfig {
         grace: Some(Duration::from_millis(500)),
         ..RunConfig::new(Load::closed(concurrency), "scripted-model")
-    }
+    };
+    c.sending.bounds.requests = Some(requests);
+    c
 }
 
 pub fn workload(input: u32, output: u32) -> Workload {

@@ -71,7 +71,8 @@ pub fn measure(streams: usize, requests: u64) -> EmitLag {
             timeouts,
             tk.clone(),
         );
-        let cfg = RunConfig { requests: Some(requests), ..RunConfig::new(Load::closed(streams), "llama-3.1-8b") };
+        let mut cfg = RunConfig::new(Load::closed(streams), "llama-3.1-8b");
+        cfg.sending.bounds.requests = Some(requests);
         // varied output lengths, as in real traffic: streams end (and are replaced) a few at a time
         let spec = WorkloadSpec {
             input_tokens: LengthDist::Fixed(64),
