@@ -32,9 +32,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<Outcome> {
         return merge_plans(&a, &files);
     }
     let merged = merge_shards(&files, a.allow_partial).map_err(refused)?;
-    for n in &merged.notes {
-        warn!("goodput merge: warning: {n}");
-    }
+    warn_notes(&merged.notes);
     let doc = ResultDoc::new(env!("CARGO_PKG_VERSION"), merged.runs);
     crate::output::write_result(&doc, &a.out)?;
     if !a.quiet {
@@ -50,9 +48,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<Outcome> {
 /// The shards of a plan search merged into one plan report.
 fn merge_plans(a: &MergeArgs, files: &[ShardFile]) -> anyhow::Result<Outcome> {
     let merged = merge_plan_shards(files, a.allow_partial).map_err(refused)?;
-    for n in &merged.notes {
-        warn!("goodput merge: warning: {n}");
-    }
+    warn_notes(&merged.notes);
     let (count, grid) = (merged.report.candidates.len(), merged.report.grid_size.unwrap_or(0));
     if !a.quiet {
         say!("{}", goodput_render::render_plan(&merged.report));
@@ -62,6 +58,13 @@ fn merge_plans(a: &MergeArgs, files: &[ShardFile]) -> anyhow::Result<Outcome> {
     crate::output::write_result(&doc, &a.out)?;
     say!("wrote {} ({} shard files, {count} of {grid} candidates)\n", a.out.display(), files.len());
     Ok(Outcome::Ok)
+}
+
+/// What a merge that went through is missing (a partial merge), on stderr.
+fn warn_notes(notes: &[String]) {
+    for n in notes {
+        warn!("goodput merge: warning: {n}");
+    }
 }
 
 /// Shard files that do not make one run (or one plan search): a bad set of file arguments.

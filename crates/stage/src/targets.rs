@@ -9,7 +9,7 @@ use goodput_engine::EngineStats;
 use goodput_metrics::{Collector, RequestRecord, StopReason};
 use goodput_results::plan::{EnginePlan, RunPlan};
 use goodput_results::server_metrics::{Flavour, ServerMetrics};
-use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, new_run_id, summary_options, unix_ns};
+use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, summary_options, unix_ns};
 use goodput_server::{Embedded, ServerConfig};
 use goodput_sim::simulate_with;
 use goodput_workload::Workload;
@@ -160,22 +160,18 @@ impl Target for SimTarget {
         }
         let elapsed_s = started.elapsed().as_secs_f64();
         let model = self.engine.config.model.name.clone();
+        let target = RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) };
         Ok(Run {
             name: stage.name.clone(),
-            id: new_run_id(),
             started_at: Some(format_rfc3339_ns(wall_ns)),
-            plan: plan.clone(),
             load: Some(stage.load.clone()),
             elapsed_s: Some(elapsed_s),
             virtual_end_s: Some(out.end_s),
-            target: RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) },
             interrupted: out.stop == StopReason::MaxErrors,
             stop: out.stop,
-            summary,
             summary_full,
             engine_stats: Some(out.stats),
-            server_metrics: None,
-            requests: records,
+            ..Run::from_parts(plan.clone(), target, summary, records)
         })
     }
 
@@ -236,20 +232,15 @@ impl Measured {
         }
         Run {
             name: stage.name.clone(),
-            id: new_run_id(),
             started_at: Some(format_rfc3339_ns(self.started_ns)),
-            plan: stage.plan.clone(),
             load: Some(stage.load.clone()),
             elapsed_s: Some(self.elapsed_s),
-            virtual_end_s: None,
-            target,
             interrupted: self.interrupted,
             stop: self.stop,
-            summary,
             summary_full,
             engine_stats,
             server_metrics,
-            requests: records,
+            ..Run::from_parts(stage.plan.clone(), target, summary, records)
         }
     }
 }

@@ -154,6 +154,28 @@ pub fn summaries(records: &[RequestRecord], opts: &SummaryOptions) -> (Summary, 
 }
 
 impl Run {
+    /// A run of `plan` on `target` with its summary and the records its document keeps, and a
+    /// new id; it ended normally, and nothing else about it is known yet (set what is).
+    pub fn from_parts(plan: RunPlan, target: Target, summary: Summary, requests: Vec<RequestRecord>) -> Self {
+        Run {
+            name: None,
+            id: crate::time::new_run_id(),
+            started_at: None,
+            plan,
+            load: None,
+            elapsed_s: None,
+            virtual_end_s: None,
+            target,
+            interrupted: false,
+            stop: StopReason::default(),
+            summary,
+            summary_full: None,
+            engine_stats: None,
+            server_metrics: None,
+            requests,
+        }
+    }
+
     /// Requests the run produced (and summarized): its records, or, when the document keeps a
     /// sample of them (`--records`), the count the summary says.
     pub fn record_count(&self) -> u64 {

@@ -102,6 +102,20 @@ fn sum_gauges(engines: &[Engine]) -> Gauges {
     g
 }
 
+/// Appends to `out` what `engines` completed by `now`, and forgets where each sequence that
+/// finished was placed.
+fn complete_and_forget(engines: &mut [Engine], now: f64, out: &mut Vec<Emit>, placed: &mut FastMap<SeqId, usize>) {
+    let from = out.len();
+    for e in engines {
+        e.complete(now, out);
+    }
+    for e in &out[from..] {
+        if e.finished {
+            placed.remove(&e.seq);
+        }
+    }
+}
+
 fn earliest(engines: &[Engine]) -> Option<f64> {
     engines.iter().filter_map(|e| e.next_event()).reduce(f64::min)
 }
@@ -159,15 +173,7 @@ impl ServingEngine for Replicas {
 
     fn complete(&mut self, now: f64, out: &mut Vec<Emit>) {
         self.now = self.now.max(now);
-        let from = out.len();
-        for e in &mut self.engines {
-            e.complete(now, out);
-        }
-        for e in &out[from..] {
-            if e.finished {
-                self.owner.remove(&e.seq);
-            }
-        }
+        complete_and_forget(&mut self.engines, now, out, &mut self.owner);
     }
 
     fn start(&mut self, now: f64) {
@@ -344,15 +350,7 @@ impl ServingEngine for Disaggregated {
                 out.last_mut().expect("pushed").finished = true;
             }
         }
-        let from = out.len();
-        for e in &mut self.decode {
-            e.complete(now, out);
-        }
-        for e in &out[from..] {
-            if e.finished {
-                self.decoding.remove(&e.seq);
-            }
-        }
+        complete_and_forget(&mut self.decode, now, out, &mut self.decoding);
     }
 
     fn start(&mut self, now: f64) {

@@ -309,20 +309,9 @@ fn run_from_records(mut info: RunInfo, records: Vec<RequestRecord>) -> Run {
     }
     Run {
         name: info.name.clone(),
-        id: crate::new_run_id(),
         started_at: info.started_at.clone(),
-        load: None,
         elapsed_s: info.duration_s,
-        virtual_end_s: None,
-        target: Target::Imported(Box::new(info.source.clone())),
-        interrupted: false,
-        stop: Default::default(),
-        summary,
-        summary_full: None,
-        engine_stats: None,
-        server_metrics: None,
-        requests: records,
-        plan,
+        ..Run::from_parts(plan, Target::Imported(Box::new(info.source.clone())), summary, records)
     }
 }
 
@@ -376,20 +365,9 @@ fn run_from_summary(info: RunInfo, summary: Summary) -> Run {
     let plan = imported_plan(&info);
     Run {
         name: info.name.clone(),
-        id: crate::new_run_id(),
         started_at: info.started_at.clone(),
-        load: None,
         elapsed_s: info.duration_s,
-        virtual_end_s: None,
-        target: Target::Imported(Box::new(info.source)),
-        interrupted: false,
-        stop: Default::default(),
-        summary,
-        summary_full: None,
-        engine_stats: None,
-        server_metrics: None,
-        requests: Vec::new(),
-        plan,
+        ..Run::from_parts(plan, Target::Imported(Box::new(info.source)), summary, Vec::new())
     }
 }
 
