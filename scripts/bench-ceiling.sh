@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ceiling of goodput's load generator, side by side with the peers (issue 14, part 4). The
-# servers are crates/testkit's: fast-sse-server (Rust, current-thread, TCP_NODELAY, zero delay,
+# servers are crates/measure/testkit's: fast-sse-server (Rust, current-thread, TCP_NODELAY, zero delay,
 # 16 tokens) and scripted-sse-server (first token at 50 ms, then one every 10 ms, 16 tokens, paced
 # from absolute deadlines), each pinned to CPU 1; every client runs pinned to CPU 0. The fast
 # server runs twice: writing each token's event as its own write (`per-token`, as a server

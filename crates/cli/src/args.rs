@@ -81,6 +81,11 @@ pub enum Command {
     /// Print Kubernetes manifests that run a bench as N shards: a ConfigMap with the plan and an
     /// Indexed Job whose pods print their results to the log between marker lines.
     K8s(K8sArgs),
+    /// Fit a digital twin of the server that runs measured (goodput bench result files): its
+    /// step cost, scheduler and front end, every parameter with its uncertainty; --validate
+    /// predicts held-out runs with it and prints measured against predicted. Use the twin with
+    /// sim, serve and capacity --sim (--twin twin.json).
+    Fit(FitArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -168,7 +173,7 @@ pub struct PlanArgs {
     /// A Hugging Face config.json describing the model's architecture.
     #[arg(long, value_name = "PATH")]
     pub model_config: Option<PathBuf>,
-    /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
+    /// Extra GPUs from a TOML file (same format as crates/model/engine/data/gpus.toml).
     #[arg(long, value_name = "FILE.toml")]
     pub gpu_spec: Option<PathBuf>,
     /// GPUs to consider, comma-separated (a100, h100, h200, b200, mi300x, l40s, rtx5090, m2-ultra,
@@ -251,7 +256,7 @@ pub struct RooflineArgs {
     /// --gpu-spec.
     #[arg(long, value_name = "NAME")]
     pub gpu: String,
-    /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
+    /// Extra GPUs from a TOML file (same format as crates/model/engine/data/gpus.toml).
     #[arg(long, value_name = "FILE.toml")]
     pub gpu_spec: Option<PathBuf>,
     /// Tensor-parallel degree (default 1).
@@ -311,6 +316,10 @@ pub struct CapacityArgs {
 /// The engine model (for `serve`, `sim`, and `bench` without `--url`).
 #[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct EngineArgs {
+    /// A digital twin (`goodput fit --out twin.json`): the engine is the measured server's fitted
+    /// model; engine flags given with it are what-ifs on top of it.
+    #[arg(long, value_name = "twin.json")]
+    pub twin: Option<PathBuf>,
     /// Whose defaults to start from: vllm (V1, default), sglang or trtllm; other flags override
     /// them.
     #[arg(long = "engine", value_name = "NAME")]
@@ -319,7 +328,7 @@ pub struct EngineArgs {
     /// --gpu-spec.
     #[arg(long, value_name = "NAME")]
     pub gpu: Option<String>,
-    /// Extra GPUs from a TOML file (same format as crates/engine/data/gpus.toml).
+    /// Extra GPUs from a TOML file (same format as crates/model/engine/data/gpus.toml).
     #[arg(long, value_name = "FILE.toml")]
     pub gpu_spec: Option<PathBuf>,
     /// A Hugging Face config.json describing the model's architecture (instead of a catalog name).
@@ -795,4 +804,31 @@ pub struct K8sArgs {
     /// How far ahead the default start is (time to pull the image and schedule every pod).
     #[arg(long, value_name = "DURATION")]
     pub start_delay: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FitArgs {
+    /// Result files measured by `goodput bench` against one server (with their records).
+    #[arg(value_name = "RUN.json")]
+    pub runs: Vec<PathBuf>,
+    /// Where to write the twin.
+    #[arg(long, value_name = "twin.json")]
+    pub out: Option<PathBuf>,
+    /// Check an existing twin instead of fitting one (with --validate).
+    #[arg(long, value_name = "twin.json")]
+    pub twin: Option<PathBuf>,
+    /// Held-out result files: each run's plan and seed simulated with the twin, measured against
+    /// predicted.
+    #[arg(long, value_name = "HELD_OUT.json", num_args = 1..)]
+    pub validate: Vec<PathBuf>,
+    /// Write the validation as a result document (the predictions as its runs).
+    #[arg(long, value_name = "FILE.json")]
+    pub report: Option<PathBuf>,
+    /// Write the validation as an HTML page with predicted-vs-measured charts.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+    /// The server's sequence limit, when you know it (llama.cpp's -np, vLLM's --max-num-seqs):
+    /// recorded as given, for runs that never queued to show it.
+    #[arg(long, value_name = "N")]
+    pub max_num_seqs: Option<u32>,
 }

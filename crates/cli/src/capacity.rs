@@ -140,6 +140,8 @@ pub async fn run(a: CapacityArgs) -> anyhow::Result<Outcome> {
     )
     .await?;
     let runs = found.runs();
+    let mut found = found;
+    found.report.notes.extend(p.extrapolated.iter().map(|n| format!("Twin: {n}.")));
     say!("{}", goodput_render::render_capacity(&found.report));
     if let Some(path) = &p.html {
         write_html(path, &result_doc(runs.clone(), Some(found.report.clone())), &source_name(&p, "capacity"))?;

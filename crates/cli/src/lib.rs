@@ -26,6 +26,7 @@ pub mod bench;
 pub mod capacity;
 pub mod check;
 pub mod compare;
+pub mod fit;
 pub mod import;
 pub mod jsonl;
 pub mod k8s;
@@ -89,6 +90,11 @@ pub fn main() -> i32 {
             args::Command::Import(a) => import::run(a),
             args::Command::Merge(a) => merge::run(a),
             args::Command::K8s(a) => k8s::run(a),
+            // on a thread of its own, outside this runtime: each prediction runs its own simulation
+            args::Command::Fit(a) => match std::thread::spawn(move || fit::run(a)).join() {
+                Ok(r) => r,
+                Err(_) => Err(anyhow::anyhow!("fit stopped unexpectedly")),
+            },
         }
     });
     outcome::exit_code(result)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use goodput_client::{Cancel, HttpClient, cancel_pair};
-use goodput_metrics::StopReason;
+use goodput_metrics::{StopReason, Warning, WarningCode};
 use goodput_results::Run;
 use goodput_results::plan::TargetPlan;
 use goodput_stage::{AnyTarget, Control, EmbeddedTarget, SimTarget, Stage, UrlTarget, sweep};
@@ -129,8 +129,11 @@ pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> any
             })?;
         }
     }
+    for n in &p.extrapolated {
+        warn!("goodput: twin: {n}");
+    }
     let mut first = true;
-    let runs = sweep::run(
+    let mut runs = sweep::run(
         target,
         &p.plan,
         |stage| control(p, stage, &interrupt, &mut first, measured),
@@ -145,6 +148,11 @@ pub async fn run_plan(command: &str, target: &mut AnyTarget, p: &Planned) -> any
         },
     )
     .await?;
+    for r in &mut runs {
+        for n in &p.extrapolated {
+            r.summary.warnings.push(Warning { code: WarningCode::Extrapolated, message: format!("twin: {n}") });
+        }
+    }
     if sweep {
         say!("{}", goodput_render::render_sweep(&runs.iter().collect::<Vec<_>>()));
     }

@@ -155,7 +155,8 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         output,
         scrape,
     };
-    Ok(Planned { plan, res, ca_pem, quiet: a.output.quiet, html: a.output.html.clone() })
+    let extrapolated = twin_extrapolations(&a.engine, &plan.load, &plan.workload)?;
+    Ok(Planned { plan, res, ca_pem, quiet: a.output.quiet, html: a.output.html.clone(), extrapolated })
 }
 
 /// `--scrape-metrics [URL]` and `--scrape-interval`: on for the embedded engine whatever the

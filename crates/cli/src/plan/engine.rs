@@ -34,7 +34,36 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
     let arch = model_arch(model, a.model_config.as_deref(), &catalog)?;
     let gpu = catalog.gpu(a.gpu.as_deref().unwrap_or("h100")).map_err(|e| usage("--gpu", e))?.clone();
     let spec = engine_spec(a, &catalog, gpu.link_gbs)?;
+    let (spec, arch) = match &a.twin {
+        // the twin's fitted engine, the flags given as what-ifs on top of it; the model is the
+        // measured server's (its architecture is not needed: the step cost is fitted)
+        Some(path) => {
+            let twin = read_twin(path)?;
+            let mut arch = arch;
+            arch.name = twin.model.clone().unwrap_or_else(|| format!("twin of {}", twin.server));
+            (goodput_decide::twin::TwinEngine::engine_spec(&twin).overlay(spec), arch)
+        }
+        None => (spec, arch),
+    };
     EnginePlan::new(spec.build(arch, gpu)).map_err(|e| UsageError(e.to_string()))
+}
+
+/// Reads a twin file (`--twin`).
+pub fn read_twin(path: &Path) -> Result<goodput_results::twin::Twin, UsageError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| usage("--twin", format!("cannot read {}: {e}", path.display())))?;
+    goodput_results::twin::Twin::parse(&path.display().to_string(), &text).map_err(|e| usage("--twin", e))
+}
+
+/// What a prediction with `--twin` extrapolates beyond the twin's training runs (nothing
+/// without a twin).
+pub fn twin_extrapolations(a: &EngineArgs, load: &LoadPlan, w: &WorkloadPlan) -> Result<Vec<String>, UsageError> {
+    let Some(path) = &a.twin else { return Ok(Vec::new()) };
+    let twin = read_twin(path)?;
+    let spec = &w.spec;
+    let max_prompt = spec.input_tokens.max().map_or(u64::MAX, u64::from).saturating_add(spec.prefix_tokens as u64);
+    let max_output = spec.output_tokens.max().map_or(u64::MAX, u64::from);
+    Ok(goodput_decide::twin::TwinEngine::beyond(&twin, &load.load, max_prompt, max_output, a.max_num_seqs.is_some()))
 }
 
 /// The model: `--model-config`'s Hugging Face `config.json` (named by `--model`, or its folder),

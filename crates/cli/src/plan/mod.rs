@@ -79,6 +79,8 @@ pub struct Planned {
     pub quiet: bool,
     /// `--html`: the HTML report written after the run (not part of the run's plan).
     pub html: Option<std::path::PathBuf>,
+    /// What a `--twin` prediction extrapolates beyond the twin's training runs.
+    pub extrapolated: Vec<String>,
 }
 
 #[cfg(test)]

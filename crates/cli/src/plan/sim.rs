@@ -42,5 +42,6 @@ pub fn sim(a: &SimArgs) -> Result<Planned, UsageError> {
         ignore_eos: !a.no_ignore_eos,
         ..RunPlan::simulated(load, workload, slo_plan(&a.slo)?, output)
     };
-    Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet, html: a.output.html.clone() })
+    let extrapolated = twin_extrapolations(&a.engine, &plan.load, &plan.workload)?;
+    Ok(Planned { plan, res, ca_pem: None, quiet: a.output.quiet, html: a.output.html.clone(), extrapolated })
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod llama;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -350,6 +350,57 @@ pub fn evaluate(
     window_s: f64,
     method: PercentileMethod,
 ) -> SloSummary {
+    let t = tally(slo, smoothing, records, measured);
+    let attempted = t.attempted;
+    let per = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+    let frac = |x: f64| if attempted > 0 { x / attempted as f64 } else { 0.0 };
+    let pass_rates: Vec<PassRate> = slo
+        .predicates
+        .iter()
+        .zip(&t.pass)
+        .map(|(p, &k)| PassRate { predicate: p.to_string(), pass_rate: frac(k as f64) })
+        .collect();
+    let binding = pass_rates
+        .iter()
+        .filter(|p| p.pass_rate < 1.0)
+        .min_by(|a, b| a.pass_rate.total_cmp(&b.pass_rate))
+        .map(|p| p.predicate.clone());
+    let percentiles = percentile_verdicts(slo, t.values, t.all, method);
+    SloSummary {
+        predicates: slo.predicates.iter().map(|p| p.to_string()).collect(),
+        attempted,
+        good: t.good,
+        attainment: frac(t.good as f64),
+        request_goodput: per(t.good as f64),
+        token_goodput: per(t.good_tokens as f64),
+        smoothed_goodput: smoothing.map(|_| per(t.smooth_tokens)),
+        smoothed_attainment: smoothing.map(|_| frac(t.smooth_sum)),
+        smoothing,
+        fluidity_index: smoothing.map(|_| frac(t.fluid_sum)),
+        pass_rates,
+        binding,
+        percentiles,
+    }
+}
+
+/// What one pass over the measured requests counts, for [`evaluate`].
+struct Tally {
+    attempted: u64,
+    good: u64,
+    good_tokens: u64,
+    /// Per predicate: requests that pass it.
+    pass: Vec<u64>,
+    smooth_tokens: f64,
+    smooth_sum: f64,
+    fluid_sum: f64,
+    /// Per percentile predicate: the successful requests' values.
+    values: Vec<Samples>,
+    /// Per percentile predicate: every attempted request's value (failures = ∞).
+    all: Vec<Vec<f64>>,
+}
+
+/// Counts the measured requests: attempted, good, each predicate's passes, smoothed sums and percentile values.
+fn tally(slo: &Slo, smoothing: Option<Smoothing>, records: &[RequestRecord], measured: &[bool]) -> Tally {
     let mut attempted = 0u64;
     let mut good = 0u64;
     let mut good_tokens = 0u64;
@@ -394,19 +445,16 @@ pub fn evaluate(
             fluid_sum += fluidity(token_times(r), sm.t0_ms, sm.tau_ms).unwrap_or(0.0);
         }
     }
-    let per = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
-    let frac = |x: f64| if attempted > 0 { x / attempted as f64 } else { 0.0 };
-    let pass_rates: Vec<PassRate> = slo
-        .predicates
-        .iter()
-        .zip(&pass)
-        .map(|(p, &k)| PassRate { predicate: p.to_string(), pass_rate: frac(k as f64) })
-        .collect();
-    let binding = pass_rates
-        .iter()
-        .filter(|p| p.pass_rate < 1.0)
-        .min_by(|a, b| a.pass_rate.total_cmp(&b.pass_rate))
-        .map(|p| p.predicate.clone());
+    Tally { attempted, good, good_tokens, pass, smooth_tokens, smooth_sum, fluid_sum, values, all }
+}
+
+/// Each percentile predicate's verdict: its value, a 95% interval from every attempted value, met or missed.
+fn percentile_verdicts(
+    slo: &Slo,
+    mut values: Vec<Samples>,
+    mut all: Vec<Vec<f64>>,
+    method: PercentileMethod,
+) -> Vec<PercentileVerdict> {
     let mut percentiles = Vec::new();
     for (i, p) in slo.predicates.iter().enumerate() {
         let Some(q) = p.percentile else { continue };
@@ -434,21 +482,7 @@ pub fn evaluate(
             verdict,
         });
     }
-    SloSummary {
-        predicates: slo.predicates.iter().map(|p| p.to_string()).collect(),
-        attempted,
-        good,
-        attainment: frac(good as f64),
-        request_goodput: per(good as f64),
-        token_goodput: per(good_tokens as f64),
-        smoothed_goodput: smoothing.map(|_| per(smooth_tokens)),
-        smoothed_attainment: smoothing.map(|_| frac(smooth_sum)),
-        smoothing,
-        fluidity_index: smoothing.map(|_| frac(fluid_sum)),
-        pass_rates,
-        binding,
-        percentiles,
-    }
+    percentiles
 }
 
 #[cfg(test)]

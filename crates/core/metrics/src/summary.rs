@@ -144,12 +144,15 @@ pub enum WarningCode {
     ShardStartSpread,
     /// A partial merge (`goodput merge --allow-partial`): some shards are missing.
     ShardsMissing,
+    /// A digital twin predicted beyond the loads and lengths it was fitted on (`--twin`).
+    Extrapolated,
 }
 
 impl WarningCode {
     pub fn as_str(self) -> &'static str {
         match self {
             WarningCode::ClientBound => "client_bound",
+            WarningCode::Extrapolated => "extrapolated",
             WarningCode::BookkeepingOverflow => "bookkeeping_overflow",
             WarningCode::EngineStatsDropped => "engine_stats_dropped",
             WarningCode::CountsSkipped => "counts_skipped",

@@ -37,6 +37,9 @@ pub struct ResultDoc {
     /// The answer of `goodput plan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<planning::PlanReport>,
+    /// A twin's validation (`goodput fit --validate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<crate::validation::TwinValidation>,
 }
 
 impl ResultDoc {
@@ -51,6 +54,7 @@ impl ResultDoc {
             runs,
             capacity: None,
             plan: None,
+            validation: None,
         }
     }
 

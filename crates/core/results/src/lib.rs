@@ -25,11 +25,13 @@ pub mod roofline;
 pub mod run;
 /// Engine types the document holds (a run's engine statistics, a plan's number formats), so that
 /// readers of the document need not name the engine crate.
-pub use goodput_engine::{Dtype, EngineStats};
+pub use goodput_engine::{Dtype, EngineStats, Scheduling};
 pub use goodput_wire::server_metrics;
 pub mod shards;
 pub mod source;
 pub mod time;
+pub mod twin;
+pub mod validation;
 
 pub use capacity::{CapacityFinding, CapacityPoint, CapacityReport};
 pub use doc::{COMPACT_ABOVE_RECORDS, ResultDoc, SCHEMA_VERSION, Tool};

@@ -73,6 +73,24 @@ pub const ITL_NOTE: &str = "  ITL (per chunk) is what vLLM reports as ITL: the g
 pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{title}");
+    write_latency_table(&mut o, s);
+    let _ = writeln!(o);
+    write_totals(&mut o, s, simulated);
+    write_client_check(&mut o, s, simulated);
+    if let Some(g) = &s.slo {
+        o.push_str(&render_slo(g));
+    }
+    if !s.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings:");
+        for w in &s.warnings {
+            let _ = writeln!(o, "  ! {}", w.message);
+        }
+    }
+    o
+}
+
+/// Writes the latency table: one row per latency shown, and the notes under it.
+fn write_latency_table(o: &mut String, s: &Summary) {
     let _ = writeln!(
         o,
         "  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>11}",
@@ -100,13 +118,16 @@ pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
         rows.push(("stream close", &s.stream_close_ms));
     }
     for (name, d) in &rows {
-        row(&mut o, name, d);
+        row(o, name, d);
     }
     if chunks {
         let _ = writeln!(o, "{ITL_NOTE}");
     }
     o.push_str(&sketch_note(&rows));
-    let _ = writeln!(o);
+}
+
+/// Writes the run's totals: requests, sends, duration, throughput, concurrency and token counts.
+fn write_totals(o: &mut String, s: &Summary, simulated: bool) {
     let _ = writeln!(
         o,
         "  requests     {} attempted, {} completed, {} failed{}",
@@ -138,6 +159,10 @@ pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
         )
     };
     let _ = writeln!(o, "  tokens       input {} · output {}{check}", s.input_tokens, s.output_tokens);
+}
+
+/// Writes the client's self-check (load check or schedule lag) with its verdict; nothing for a simulated run.
+fn write_client_check(o: &mut String, s: &Summary, simulated: bool) {
     let verdict = match s.verdict {
         ClientVerdict::Ok => "ok",
         ClientVerdict::ClientBound => "CLIENT-BOUND",
@@ -174,16 +199,6 @@ pub fn render_summary(title: &str, s: &Summary, simulated: bool) -> String {
         };
         let _ = writeln!(o, "  client       schedule lag p50 {p50:.3} ms, p99 {p99:.3} ms{rates}{lag} · {verdict}");
     }
-    if let Some(g) = &s.slo {
-        o.push_str(&render_slo(g));
-    }
-    if !s.warnings.is_empty() {
-        let _ = writeln!(o, "\nwarnings:");
-        for w in &s.warnings {
-            let _ = writeln!(o, "  ! {}", w.message);
-        }
-    }
-    o
 }
 
 /// The goodput block: attainment, goodput, what binds, percentile verdicts.

@@ -48,6 +48,12 @@ pub fn html_report(doc: &ResultDoc, source: &str) -> String {
         charts_block(&mut o, &[charts::plan_chart(p)]);
         o.push_str("</section>\n");
     }
+    if let Some(v) = &doc.validation {
+        o.push_str("<section id=\"validation\"><h2>Twin validation: predicted vs measured</h2>");
+        charts_block(&mut o, &crate::twin::validation_charts(v));
+        pre(&mut o, &crate::twin::render_validation(v));
+        o.push_str("</section>\n");
+    }
     if let Some(c) = &doc.capacity {
         o.push_str("<section id=\"capacity\"><h2>Capacity</h2>");
         pre(&mut o, &crate::render_capacity(c));

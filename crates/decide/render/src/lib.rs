@@ -18,6 +18,7 @@ pub mod planning;
 pub mod roofline;
 pub mod server_charts;
 pub mod svg;
+pub mod twin;
 
 pub use capacity::{render_capacity, render_capacity_curve};
 pub use console::{

@@ -94,6 +94,19 @@ impl Chart {
         );
         let _ = write!(o, "<title>{}</title>", esc(&self.title));
         let _ = write!(o, r#"<text class="ct" x="{LEFT}" y="16">{}</text>"#, esc(&self.title));
+        let Some(plot) = self.plot() else {
+            let _ = write!(o, r#"<text class="empty" x="{}" y="{}">no data</text></svg>"#, W / 2.0 - 24.0, H / 2.0);
+            return o;
+        };
+        self.write_axes(&mut o, &plot);
+        self.write_series(&mut o, &plot);
+        self.write_legend(&mut o);
+        o.push_str("</svg>");
+        o
+    }
+
+    /// The range the points span, widened for bars and rounded out to ticks; `None` without a point.
+    fn plot(&self) -> Option<Plot> {
         let all = self.series.iter().flat_map(|s| s.points.iter());
         let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
         for &(x, y) in all {
@@ -103,8 +116,7 @@ impl Chart {
             y1 = y1.max(y);
         }
         if !x0.is_finite() {
-            let _ = write!(o, r#"<text class="empty" x="{}" y="{}">no data</text></svg>"#, W / 2.0 - 24.0, H / 2.0);
-            return o;
+            return None;
         }
         let bars = self.series.iter().any(|s| s.mark == Mark::Bars);
         if bars {
@@ -118,11 +130,16 @@ impl Chart {
         }
         let (xt, x0, x1) = ticks(x0, x1);
         let (yt, y0, y1) = ticks(y0, y1);
-        let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (W - LEFT - RIGHT);
-        let py = |y: f64| H - BOTTOM - (y - y0) / (y1 - y0) * (H - TOP - BOTTOM);
+        let bw = if bars { bar_width(&self.series) } else { 0.0 };
+        Some(Plot { xt, yt, x0, x1, y0, y1, bw })
+    }
+
+    /// Writes the axes: grid lines and tick labels, the frame, and the axis labels.
+    fn write_axes(&self, o: &mut String, plot: &Plot) {
+        let (px, py) = (|x: f64| plot.px(x), |y: f64| plot.py(y));
         // axes and grid
         o.push_str(r#"<g class="axis">"#);
-        for &t in &yt {
+        for &t in &plot.yt {
             let y = py(t);
             let _ = write!(
                 o,
@@ -133,7 +150,7 @@ impl Chart {
                 num(t)
             );
         }
-        for &t in &xt {
+        for &t in &plot.xt {
             let x = px(t);
             let _ = write!(
                 o,
@@ -162,7 +179,12 @@ impl Chart {
             (TOP + H - BOTTOM) / 2.0,
             esc(&self.y_label)
         );
-        let bw = if bars { bar_width(&self.series) } else { 0.0 };
+    }
+
+    /// Writes each series as a group of its marks: a polyline, dots or bars.
+    fn write_series(&self, o: &mut String, plot: &Plot) {
+        let (px, py) = (|x: f64| plot.px(x), |y: f64| plot.py(y));
+        let (x0, y0, bw) = (plot.x0, plot.y0, plot.bw);
         for (i, s) in self.series.iter().enumerate() {
             let c = COLORS[i % COLORS.len()];
             let n = s.points.len();
@@ -203,7 +225,10 @@ impl Chart {
             }
             o.push_str("</g>");
         }
-        // legend, when there is more than one series: on the title's line, flush right
+    }
+
+    /// Writes the legend, when there is more than one series: on the title's line, flush right.
+    fn write_legend(&self, o: &mut String) {
         if self.series.len() > 1 {
             let width: f64 = self.series.iter().map(|s| 24.0 + 6.2 * s.name.chars().count() as f64).sum();
             let mut lx = (W - RIGHT - width).max(LEFT + 6.5 * self.title.chars().count() as f64 + 12.0);
@@ -220,8 +245,32 @@ impl Chart {
             }
             o.push_str("</g>");
         }
-        o.push_str("</svg>");
-        o
+    }
+}
+
+/// A chart's plotted range, rounded out to its ticks, and the mapping from data to pixels.
+struct Plot {
+    /// The x and y ticks.
+    xt: Vec<f64>,
+    yt: Vec<f64>,
+    /// The plotted x and y ranges.
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    /// The bars' width in data units (0 without bar series).
+    bw: f64,
+}
+
+impl Plot {
+    /// The pixel x of data x.
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * (W - LEFT - RIGHT)
+    }
+
+    /// The pixel y of data y.
+    fn py(&self, y: f64) -> f64 {
+        H - BOTTOM - (y - self.y0) / (self.y1 - self.y0) * (H - TOP - BOTTOM)
     }
 }
 

@@ -259,6 +259,10 @@ pub struct EngineConfig {
     /// Prefill and decode pools instead of replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<crate::topology::Disaggregation>,
+    /// A digital twin's fitted step cost, KV, context and front end (`--twin`): when set, it
+    /// prices iterations instead of the roofline and sizes the KV cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted: Option<crate::fitted::Fitted>,
     /// Weights kept in host memory per GPU, GB (vLLM's `--cpu-offload-gb`): every forward pass
     /// streams them over the host link.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -301,6 +305,7 @@ impl EngineConfig {
             replicas: 1,
             router: crate::topology::Router::RoundRobin,
             disaggregation: None,
+            fitted: None,
             cpu_offload_gb: 0.0,
         }
     }
@@ -374,7 +379,8 @@ impl EngineConfig {
 
     /// The longest sequence served: `max_model_len`, at most the model's context.
     pub fn context(&self) -> u64 {
-        self.max_model_len.map_or(self.model.max_context, |m| m.min(self.model.max_context))
+        let model = self.fitted.map_or(self.model.max_context, |f| f.context_tokens);
+        self.max_model_len.map_or(model, |m| m.min(model))
     }
 }
 
@@ -398,6 +404,21 @@ pub struct MemoryPlan {
     pub kv_tokens: u64,
 }
 
+/// A twin's memory: only its KV, as fitted (its GPU and weights are the measured server's own).
+fn fitted_memory(f: &crate::fitted::Fitted, block_size: u32) -> MemoryPlan {
+    let blocks = f.kv_tokens.div_ceil(block_size.max(1) as u64).min(u32::MAX as u64) as u32;
+    MemoryPlan {
+        usable_gb: 0.0,
+        weights_gb: 0.0,
+        offloaded_gb: 0.0,
+        activation_reserve_gb: 0.0,
+        kv_gb: 0.0,
+        kv_bytes_per_token: 0.0,
+        kv_blocks: blocks,
+        kv_tokens: blocks as u64 * block_size as u64,
+    }
+}
+
 /// GPUs that hold a share of the KV heads: KV heads are split across ranks, and replicated when
 /// there are fewer KV heads than ranks.
 fn kv_shards(m: &ModelArch, tp: u32) -> f64 {
@@ -407,6 +428,51 @@ fn kv_shards(m: &ModelArch, tp: u32) -> f64 {
 impl EngineConfig {
     /// Validates the configuration and computes the memory plan. Errors say what to change.
     pub fn plan(&self) -> Result<MemoryPlan, EngineError> {
+        let bad = |m: String| Err(EngineError::Config(m));
+        let m = &self.model;
+        self.check_parallelism_and_batching()?;
+        self.check_pools_and_caching()?;
+        if let Some(f) = &self.fitted {
+            return Ok(fitted_memory(f, self.block_size));
+        }
+        let usable = self.gpu.memory_bytes() * self.gpu_memory_utilization;
+        let (weights, offload) = self.weights_on_gpu(usable)?;
+        // Activations for the largest iteration (hidden states and the MLP's intermediate, in
+        // the compute format) plus a fixed workspace for kernels and graphs.
+        let act_bytes = 2.0;
+        let width = (m.ffn.max(m.expert_ffn) * 2 / self.tp as u64 + 4 * m.hidden) as f64;
+        let reserve = self.max_batched_tokens as f64 * width * act_bytes + 0.5e9;
+        let kv_bytes_per_token = m.kv_bytes_per_token(self.kv_dtype) / kv_shards(m, self.tp);
+        let kv = usable - weights - reserve;
+        let block_bytes = kv_bytes_per_token * self.block_size as f64;
+        let blocks = if kv > 0.0 { (kv / block_bytes).floor() as u64 } else { 0 };
+        if blocks == 0 {
+            return bad(format!(
+                "{} on {} at --tp {}: {:.1} GB of weights and {:.1} GB of activations leave no room for the KV cache \
+                 in {:.1} GB: raise --tp, lower --max-batched-tokens, or use --dtype fp8",
+                m.name,
+                self.gpu.name,
+                self.tp,
+                weights / 1e9,
+                reserve / 1e9,
+                usable / 1e9
+            ));
+        }
+        let blocks = blocks.min(u32::MAX as u64) as u32;
+        Ok(MemoryPlan {
+            usable_gb: usable / 1e9,
+            weights_gb: weights / 1e9,
+            offloaded_gb: offload / 1e9,
+            activation_reserve_gb: reserve / 1e9,
+            kv_gb: blocks as f64 * block_bytes / 1e9,
+            kv_bytes_per_token,
+            kv_blocks: blocks,
+            kv_tokens: blocks as u64 * self.block_size as u64,
+        })
+    }
+
+    /// Checks tensor parallelism, memory utilization, block size, batching, speculation and replicas.
+    fn check_parallelism_and_batching(&self) -> Result<(), EngineError> {
         let bad = |m: String| Err(EngineError::Config(m));
         let m = &self.model;
         if self.tp == 0 || !self.tp.is_power_of_two() || self.tp > 64 {
@@ -450,6 +516,12 @@ impl EngineConfig {
         if self.replicas == 0 {
             return bad("--replicas must be at least 1".into());
         }
+        Ok(())
+    }
+
+    /// Checks disaggregated pools, prefix caching against the KV allocation, and the tokens per iteration.
+    fn check_pools_and_caching(&self) -> Result<(), EngineError> {
+        let bad = |m: String| Err(EngineError::Config(m));
         if let Some(d) = &self.disaggregation {
             if d.prefill == 0 || d.decode == 0 {
                 return bad("--disaggregate needs at least one prefill and one decode instance".into());
@@ -484,7 +556,13 @@ impl EngineConfig {
                 self.max_num_seqs.min(1024)
             ));
         }
-        let usable = self.gpu.memory_bytes() * self.gpu_memory_utilization;
+        Ok(())
+    }
+
+    /// The bytes of weights per GPU kept on it and offloaded to host memory; an error when they do not fit `usable`.
+    fn weights_on_gpu(&self, usable: f64) -> Result<(f64, f64), EngineError> {
+        let bad = |m: String| Err(EngineError::Config(m));
+        let m = &self.model;
         let all_weights = m.weight_bytes(self.dtype) / self.tp as f64;
         if !(self.cpu_offload_gb.is_finite() && self.cpu_offload_gb >= 0.0) {
             return bad("--cpu-offload-gb must be zero or more".into());
@@ -500,75 +578,47 @@ impl EngineConfig {
         // what stays on the GPU
         let weights = all_weights - offload;
         if weights >= usable {
-            let total = m.weight_bytes(self.dtype);
-            let mut tp_fit = self.tp.max(1);
-            while tp_fit <= 64 && total / tp_fit as f64 >= usable {
-                tp_fit *= 2;
+            return Err(self.weights_do_not_fit(usable, all_weights, weights));
+        }
+        Ok((weights, offload))
+    }
+
+    /// The error for weights that do not fit in `usable` bytes per GPU, naming the changes that would fit them.
+    fn weights_do_not_fit(&self, usable: f64, all_weights: f64, weights: f64) -> EngineError {
+        let m = &self.model;
+        let total = m.weight_bytes(self.dtype);
+        let mut tp_fit = self.tp.max(1);
+        while tp_fit <= 64 && total / tp_fit as f64 >= usable {
+            tp_fit *= 2;
+        }
+        let mut fixes = Vec::new();
+        if tp_fit <= 64 {
+            fixes.push(format!("use --tp {tp_fit} or more"));
+        }
+        for d in [Dtype::Fp8, Dtype::Fp4] {
+            if d.bytes() < self.dtype.bytes() && m.weight_bytes(d) / (self.tp as f64) < usable {
+                fixes.push(format!("--dtype {}", d.name()));
+                break;
             }
-            let mut fixes = Vec::new();
-            if tp_fit <= 64 {
-                fixes.push(format!("use --tp {tp_fit} or more"));
-            }
-            for d in [Dtype::Fp8, Dtype::Fp4] {
-                if d.bytes() < self.dtype.bytes() && m.weight_bytes(d) / (self.tp as f64) < usable {
-                    fixes.push(format!("--dtype {}", d.name()));
-                    break;
-                }
-            }
-            if fixes.is_empty() {
-                fixes.push(format!(
-                    "use a larger GPU, or --cpu-offload-gb {:.0} (weights streamed from host memory every step)",
-                    (all_weights - usable * 0.8).max(1e9) / 1e9
-                ));
-            }
-            let per = if self.tp > 1 {
-                format!(" ({:.0} GB per GPU at --tp {})", weights / 1e9, self.tp)
-            } else {
-                String::new()
-            };
-            return bad(format!(
-                "{} in {} needs {:.0} GB of weights{per}; one {} offers {:.0} GB at {} utilization: {}",
-                m.name,
-                self.dtype.name(),
-                total / 1e9,
-                self.gpu.name,
-                usable / 1e9,
-                self.gpu_memory_utilization,
-                fixes.join(", or ")
+        }
+        if fixes.is_empty() {
+            fixes.push(format!(
+                "use a larger GPU, or --cpu-offload-gb {:.0} (weights streamed from host memory every step)",
+                (all_weights - usable * 0.8).max(1e9) / 1e9
             ));
         }
-        // Activations for the largest iteration (hidden states and the MLP's intermediate, in
-        // the compute format) plus a fixed workspace for kernels and graphs.
-        let act_bytes = 2.0;
-        let width = (m.ffn.max(m.expert_ffn) * 2 / self.tp as u64 + 4 * m.hidden) as f64;
-        let reserve = self.max_batched_tokens as f64 * width * act_bytes + 0.5e9;
-        let kv_bytes_per_token = m.kv_bytes_per_token(self.kv_dtype) / kv_shards(m, self.tp);
-        let kv = usable - weights - reserve;
-        let block_bytes = kv_bytes_per_token * self.block_size as f64;
-        let blocks = if kv > 0.0 { (kv / block_bytes).floor() as u64 } else { 0 };
-        if blocks == 0 {
-            return bad(format!(
-                "{} on {} at --tp {}: {:.1} GB of weights and {:.1} GB of activations leave no room for the KV cache \
-                 in {:.1} GB: raise --tp, lower --max-batched-tokens, or use --dtype fp8",
-                m.name,
-                self.gpu.name,
-                self.tp,
-                weights / 1e9,
-                reserve / 1e9,
-                usable / 1e9
-            ));
-        }
-        let blocks = blocks.min(u32::MAX as u64) as u32;
-        Ok(MemoryPlan {
-            usable_gb: usable / 1e9,
-            weights_gb: weights / 1e9,
-            offloaded_gb: offload / 1e9,
-            activation_reserve_gb: reserve / 1e9,
-            kv_gb: blocks as f64 * block_bytes / 1e9,
-            kv_bytes_per_token,
-            kv_blocks: blocks,
-            kv_tokens: blocks as u64 * self.block_size as u64,
-        })
+        let per =
+            if self.tp > 1 { format!(" ({:.0} GB per GPU at --tp {})", weights / 1e9, self.tp) } else { String::new() };
+        EngineError::Config(format!(
+            "{} in {} needs {:.0} GB of weights{per}; one {} offers {:.0} GB at {} utilization: {}",
+            m.name,
+            self.dtype.name(),
+            total / 1e9,
+            self.gpu.name,
+            usable / 1e9,
+            self.gpu_memory_utilization,
+            fixes.join(", or ")
+        ))
     }
 }
 

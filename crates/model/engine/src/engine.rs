@@ -49,7 +49,10 @@ pub struct Engine {
 impl Engine {
     /// An engine with the roofline step-cost model and the configuration's batching policy.
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
-        let cost = Box::new(Roofline::new(&cfg));
+        let cost: Box<dyn StepCost> = match &cfg.fitted {
+            Some(f) => Box::new(f.step),
+            None => Box::new(Roofline::new(&cfg)),
+        };
         let policy: Box<dyn Policy> = match cfg.batching {
             Batching::Continuous => Box::new(ContinuousBatching { scheduling: cfg.scheduling() }),
             Batching::Static => Box::new(StaticBatching { timeout_s: cfg.batch_timeout_s }),
@@ -351,8 +354,12 @@ impl ServingEngine for Engine {
             return Err(Reject::QueueFull { limit: self.cfg.max_waiting });
         }
         debug_assert!(!self.core.is_live(id), "sequence id {id} is live");
-        let ready = self.intake_free_at.max(now) + self.intake_time(&r);
+        let mut ready = self.intake_free_at.max(now) + self.intake_time(&r);
         self.intake_free_at = ready;
+        // a twin's front end: requests pass it side by side, each with its own latency
+        if let Some(f) = &self.cfg.fitted {
+            ready += f.frontend_delay(r.prompt_tokens as u64, r.seed ^ id.rotate_left(17));
+        }
         // room for every block it will hold, so that its table does not reallocate as it grows
         let reserve = self.reservation(&r);
         let tokens = (r.prompt_tokens as u64 + r.output_tokens as u64).max(reserve);
@@ -379,7 +386,9 @@ impl ServingEngine for Engine {
                 Box::new(g)
             }),
         });
-        self.intake.push_back((ready, slot));
+        // the intake in order of readiness (a front end's jitter may reorder requests)
+        let at = self.intake.partition_point(|&(t, _)| t <= ready);
+        self.intake.insert(at, (ready, slot));
         Ok(())
     }
 

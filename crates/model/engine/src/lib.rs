@@ -27,6 +27,7 @@ pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod fasthash;
+pub mod fitted;
 pub mod hint;
 pub mod kv;
 pub mod named;
@@ -46,6 +47,7 @@ pub use config::{
 pub use cost::{BatchShape, Roofline, StepCost, StepTime};
 pub use engine::Engine;
 pub use error::EngineError;
+pub use fitted::{Fitted, FittedStep};
 pub use hint::prefetch;
 pub use kv::block_hashes;
 pub use preset::Given;

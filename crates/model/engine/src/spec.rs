@@ -9,6 +9,7 @@ use crate::preset::Given;
 use crate::topology::{Disaggregation, Router};
 
 /// Every engine setting a plan may choose; `None` keeps the preset's (or the model's) default.
+/// [`EngineSpec::overlay`] puts one spec's choices on top of another's (flags on a twin).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineSpec {
     /// The engine whose defaults apply (vLLM when not given).
@@ -39,9 +40,45 @@ pub struct EngineSpec {
     pub seq_overhead_s: Option<f64>,
     pub ingest_s: Option<f64>,
     pub ingest_per_token_s: Option<f64>,
+    /// A digital twin's fitted engine (`--twin`).
+    pub fitted: Option<crate::fitted::Fitted>,
 }
 
 impl EngineSpec {
+    /// `over`'s settings where it has them, this spec's elsewhere.
+    pub fn overlay(self, over: EngineSpec) -> EngineSpec {
+        EngineSpec {
+            preset: over.preset.or(self.preset),
+            tp: over.tp.or(self.tp),
+            dtype: over.dtype.or(self.dtype),
+            kv_dtype: over.kv_dtype.or(self.kv_dtype),
+            max_num_seqs: over.max_num_seqs.or(self.max_num_seqs),
+            max_batched_tokens: over.max_batched_tokens.or(self.max_batched_tokens),
+            gpu_memory_utilization: over.gpu_memory_utilization.or(self.gpu_memory_utilization),
+            block_size: over.block_size.or(self.block_size),
+            max_model_len: over.max_model_len.or(self.max_model_len),
+            cpu_offload_gb: over.cpu_offload_gb.or(self.cpu_offload_gb),
+            max_waiting: over.max_waiting.or(self.max_waiting),
+            scheduling: over.scheduling.or(self.scheduling),
+            batching: over.batching.or(self.batching),
+            batch_timeout_s: over.batch_timeout_s.or(self.batch_timeout_s),
+            kv_alloc: over.kv_alloc.or(self.kv_alloc),
+            prealloc: over.prealloc.or(self.prealloc),
+            prefix_caching: over.prefix_caching.or(self.prefix_caching),
+            speculative: over.speculative.or(self.speculative),
+            replicas: over.replicas.or(self.replicas),
+            router: over.router.or(self.router),
+            disaggregation: over.disaggregation.or(self.disaggregation),
+            mfu: over.mfu.or(self.mfu),
+            mbu: over.mbu.or(self.mbu),
+            step_overhead_s: over.step_overhead_s.or(self.step_overhead_s),
+            seq_overhead_s: over.seq_overhead_s.or(self.seq_overhead_s),
+            ingest_s: over.ingest_s.or(self.ingest_s),
+            ingest_per_token_s: over.ingest_per_token_s.or(self.ingest_per_token_s),
+            fitted: over.fitted.or(self.fitted),
+        }
+    }
+
     /// The configuration of `model` on `gpu`: the preset's defaults, then every setting given,
     /// then what the preset derives from them (for settings not given).
     pub fn build(&self, model: ModelArch, gpu: Gpu) -> EngineConfig {
@@ -53,6 +90,7 @@ impl EngineSpec {
         self.mechanisms(&mut c);
         self.deployment(&mut c);
         self.efficiency(&mut c);
+        c.fitted = self.fitted;
         let given = Given {
             memory_utilization: self.gpu_memory_utilization.is_some(),
             max_num_seqs: self.max_num_seqs.is_some(),

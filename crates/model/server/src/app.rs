@@ -12,18 +12,19 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use goodput_engine::{EngineRequest, Reject, block_hashes, output_length};
+use goodput_engine::{EngineRequest, Reject, SeqId, block_hashes, output_length};
 use goodput_tokenizer::Tokenizer;
 use goodput_wire::Api;
 use http_body_util::BodyExt;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::driver;
+use crate::driver::{self, TokenEvent};
 use crate::openai::{self, ApiError, Chunks, GenRequest};
 use crate::priority::lower_priority_by;
-use crate::state::{AppState, Trace};
+use crate::state::{AppState, Inner, Trace};
 use crate::stream::{Phase, TokenStream};
 
 /// The router: OpenAI endpoints, `/health`, `/metrics`, and OpenAI-style 404s for anything else
@@ -204,6 +205,7 @@ async fn parse_and_count(s: &AppState, endpoint: Api, bytes: Bytes) -> Result<Co
     tokio::task::spawn_blocking(job).await.map_err(|_| ApiError::unavailable("the request could not be read"))?
 }
 
+/// Serves one completions or chat request: checks it, submits it to the engine, then streams or returns its tokens.
 async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let m = &s.0;
@@ -215,28 +217,7 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
             r.model, m.cfg.model_name
         )));
     }
-    let room = m.max_context.saturating_sub(prompt);
-    let max_tokens = match (r.max_tokens, endpoint) {
-        (Some(n), _) => n as u64,
-        (None, Api::Completions) => 16,
-        (None, Api::Chat) => room.min(4096),
-    };
-    if prompt + max_tokens > m.max_context || max_tokens == 0 {
-        return Err(ApiError::bad_request(format!(
-            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). \
-             Please reduce the length of the messages or completion.",
-            m.max_context,
-            prompt + max_tokens,
-            prompt,
-            max_tokens
-        )));
-    }
-    if r.min_tokens as u64 > max_tokens {
-        return Err(ApiError::bad_request(format!(
-            "`min_tokens` ({}) must not exceed `max_tokens` ({max_tokens}, the default when not given)",
-            r.min_tokens
-        )));
-    }
+    let max_tokens = checked_max_tokens(m, &r, endpoint, prompt)?;
     let id = m.next_id.fetch_add(1, Ordering::Relaxed);
     // the request's own seed when it sends one (goodput does, to the embedded engine, so that
     // natural stops match the simulator's); otherwise one per request from the server's seed
@@ -255,16 +236,7 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
         },
         kv_ready: false,
     };
-    let rx = match m.engine.submit(id, ereq, arrived).await {
-        Ok(rx) => rx,
-        Err(driver::SubmitError::Rejected(Reject::QueueFull { limit })) => {
-            return Err(ApiError::overloaded(format!(
-                "the server is overloaded: {limit} requests are already waiting"
-            )));
-        }
-        Err(driver::SubmitError::Rejected(e)) => return Err(ApiError::bad_request(e.to_string())),
-        Err(driver::SubmitError::Stopped) => return Err(ApiError::unavailable("the engine has stopped")),
-    };
+    let rx = submit(m, id, ereq, arrived).await?;
     m.metrics.prompt(prompt);
     let chunks = Chunks::new(format!("cmpl-{id}"), m.created, m.cfg.model_name.clone(), endpoint);
     let stream = TokenStream {
@@ -289,7 +261,56 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
         }),
         done: false,
     };
-    if r.stream {
+    respond(stream, r.stream, prompt).await
+}
+
+/// The request's token limit (its own, else the endpoint's default), checked against the context and `min_tokens`.
+fn checked_max_tokens(m: &Inner, r: &GenRequest, endpoint: Api, prompt: u64) -> Result<u64, ApiError> {
+    let room = m.max_context.saturating_sub(prompt);
+    let max_tokens = match (r.max_tokens, endpoint) {
+        (Some(n), _) => n as u64,
+        (None, Api::Completions) => 16,
+        (None, Api::Chat) => room.min(4096),
+    };
+    if prompt + max_tokens > m.max_context || max_tokens == 0 {
+        return Err(ApiError::bad_request(format!(
+            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). \
+             Please reduce the length of the messages or completion.",
+            m.max_context,
+            prompt + max_tokens,
+            prompt,
+            max_tokens
+        )));
+    }
+    if r.min_tokens as u64 > max_tokens {
+        return Err(ApiError::bad_request(format!(
+            "`min_tokens` ({}) must not exceed `max_tokens` ({max_tokens}, the default when not given)",
+            r.min_tokens
+        )));
+    }
+    Ok(max_tokens)
+}
+
+/// Submits the request to the engine: its token events' channel, or the engine's refusal as an API error.
+async fn submit(
+    m: &Inner,
+    id: SeqId,
+    ereq: EngineRequest,
+    arrived: Instant,
+) -> Result<UnboundedReceiver<TokenEvent>, ApiError> {
+    match m.engine.submit(id, ereq, arrived).await {
+        Ok(rx) => Ok(rx),
+        Err(driver::SubmitError::Rejected(Reject::QueueFull { limit })) => {
+            Err(ApiError::overloaded(format!("the server is overloaded: {limit} requests are already waiting")))
+        }
+        Err(driver::SubmitError::Rejected(e)) => Err(ApiError::bad_request(e.to_string())),
+        Err(driver::SubmitError::Stopped) => Err(ApiError::unavailable("the engine has stopped")),
+    }
+}
+
+/// The response: the tokens as a server-sent event stream, or, without `stream`, the whole completion at its end.
+async fn respond(stream: TokenStream, streaming: bool, prompt: u64) -> Result<Response, ApiError> {
+    if streaming {
         let body =
             futures::stream::unfold(
                 stream,

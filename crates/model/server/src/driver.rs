@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use goodput_engine::{EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine};
+use goodput_engine::{Emit, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine};
 use goodput_pacing::{self as pacing, Woken};
 use tokio::sync::{mpsc, oneshot};
 
@@ -122,6 +122,7 @@ const LATE: Duration = Duration::from_millis(5);
 
 type Sinks = HashMap<SeqId, mpsc::UnboundedSender<TokenEvent>>;
 
+/// The engine thread: paces the engine's iterations by the wall clock, serving commands as they come.
 fn run(
     mut engine: Box<dyn ServingEngine>,
     rx: Receiver<Cmd>,
@@ -135,48 +136,16 @@ fn run(
     let mut emits = Vec::new();
     // serves one command at `now`; false: stop
     let handle = |cmd: Cmd, engine: &mut dyn ServingEngine, sinks: &mut Sinks, now: f64| -> bool {
-        match cmd {
-            Cmd::Submit { id, req, arrived, sink, reply } => {
-                let r = engine.submit(id, req, secs(arrived).min(now));
-                if r.is_ok() {
-                    sinks.insert(id, sink);
-                    engine.start(now);
-                }
-                let _ = reply.send(r);
-            }
-            Cmd::Abort(id) => {
-                engine.abort(id);
-                sinks.remove(&id);
-            }
-            Cmd::Stats(tx) => {
-                let mut stats = engine.stats();
-                stats.late_steps = late.load(std::sync::atomic::Ordering::Relaxed);
-                let _ = tx.send(stats);
-            }
-            Cmd::Stop => return false,
-        }
-        true
+        serve_command(cmd, engine, sinks, now, t0, &late)
     };
     loop {
         // wait for the next event of the engine, serving commands meanwhile
         let event_s = engine.next_event();
         let event = event_s.map(|t| t0 + goodput_metrics::units::duration(t));
-        let cmd = match event {
-            None => match rx.recv() {
-                Ok(c) => Some(c),
-                Err(_) => return,
-            },
-            Some(at) => {
-                let woken = pacing::wait_until(at, |left| match rx.recv_timeout(left) {
-                    Err(RecvTimeoutError::Timeout) => None,
-                    other => Some(other),
-                });
-                match woken {
-                    Woken::Early(Ok(c)) => Some(c),
-                    Woken::Early(Err(_)) => return,
-                    Woken::Due => None,
-                }
-            }
+        let cmd = match wait_for_command(&rx, event) {
+            Wake::Command(c) => Some(c),
+            Wake::Due => None,
+            Wake::Disconnected => return,
         };
         if let Some(cmd) = cmd {
             if !handle(cmd, engine.as_mut(), &mut sinks, secs(Instant::now())) {
@@ -200,20 +169,7 @@ fn run(
         } else {
             (at, at_s)
         };
-        emits.clear();
-        engine.complete(t, &mut emits);
-        for e in &emits {
-            let gone = sinks
-                .get(&e.seq)
-                .is_some_and(|s| s.send(TokenEvent::Tokens { n: e.tokens, at, finished: e.finished }).is_err());
-            if gone && !e.finished {
-                // the client left before its abort could arrive (e.g. while submitting)
-                engine.abort(e.seq);
-            }
-            if e.finished || gone {
-                sinks.remove(&e.seq);
-            }
-        }
+        end_iteration(engine.as_mut(), &mut sinks, &mut emits, t, at);
         while let Ok(cmd) = rx.try_recv() {
             if !handle(cmd, engine.as_mut(), &mut sinks, t) {
                 return;
@@ -221,5 +177,87 @@ fn run(
         }
         engine.start(t);
         *gauges.lock().expect("gauges") = engine.gauges();
+    }
+}
+
+/// Serves one command at `now` (seconds since `t0`, the engine's clock); false: stop.
+fn serve_command(
+    cmd: Cmd,
+    engine: &mut dyn ServingEngine,
+    sinks: &mut Sinks,
+    now: f64,
+    t0: Instant,
+    late: &std::sync::atomic::AtomicU64,
+) -> bool {
+    let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+    match cmd {
+        Cmd::Submit { id, req, arrived, sink, reply } => {
+            let r = engine.submit(id, req, secs(arrived).min(now));
+            if r.is_ok() {
+                sinks.insert(id, sink);
+                engine.start(now);
+            }
+            let _ = reply.send(r);
+        }
+        Cmd::Abort(id) => {
+            engine.abort(id);
+            sinks.remove(&id);
+        }
+        Cmd::Stats(tx) => {
+            let mut stats = engine.stats();
+            stats.late_steps = late.load(std::sync::atomic::Ordering::Relaxed);
+            let _ = tx.send(stats);
+        }
+        Cmd::Stop => return false,
+    }
+    true
+}
+
+/// Why the engine thread stopped waiting.
+enum Wake {
+    /// A command came in before the event.
+    Command(Cmd),
+    /// The engine's event is due.
+    Due,
+    /// Every handle is gone.
+    Disconnected,
+}
+
+/// Waits until the engine's next event at `event` (without one, until a command), or a command before it.
+fn wait_for_command(rx: &Receiver<Cmd>, event: Option<Instant>) -> Wake {
+    match event {
+        None => match rx.recv() {
+            Ok(c) => Wake::Command(c),
+            Err(_) => Wake::Disconnected,
+        },
+        Some(at) => {
+            let woken = pacing::wait_until(at, |left| match rx.recv_timeout(left) {
+                Err(RecvTimeoutError::Timeout) => None,
+                other => Some(other),
+            });
+            match woken {
+                Woken::Early(Ok(c)) => Wake::Command(c),
+                Woken::Early(Err(_)) => Wake::Disconnected,
+                Woken::Due => Wake::Due,
+            }
+        }
+    }
+}
+
+/// Ends the iteration due at `t` (`at`): sends out its tokens, forgetting finished and abandoned sequences.
+fn end_iteration(engine: &mut dyn ServingEngine, sinks: &mut Sinks, emits: &mut Vec<Emit>, t: f64, at: Instant) {
+    emits.clear();
+    engine.complete(t, emits);
+    for e in emits.iter() {
+        let gone = sinks
+            .get(&e.seq)
+            .is_some_and(|s| s.send(TokenEvent::Tokens { n: e.tokens, at, finished: e.finished }).is_err());
+        if gone && !e.finished {
+            // the client left before its abort could arrive (e.g. while submitting)
+            engine.abort(e.seq);
+        }
+        if e.finished || gone {
+            sinks.remove(&e.seq);
+        }
     }
 }

@@ -154,71 +154,11 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
         Some(_) => return Err(ApiError::bad_request("`model` must be a non-empty string")),
         None => return Err(ApiError::bad_request("missing required field `model`")),
     };
-    let mut roles = Vec::new();
-    let texts = match endpoint {
-        Api::Completions => match v.get("prompt") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-                vec![a[0].as_str().unwrap_or_default().to_string()]
-            }
-            Some(Value::Array(_)) => {
-                return Err(ApiError::bad_request("`prompt` must be a string or a list of exactly one string"));
-            }
-            Some(_) => return Err(ApiError::bad_request("`prompt` must be a string")),
-            None => return Err(ApiError::bad_request("missing required field `prompt`")),
-        },
-        Api::Chat => {
-            let Some(msgs) = v.get("messages") else {
-                return Err(ApiError::bad_request("missing required field `messages`"));
-            };
-            let Some(msgs) = msgs.as_array().filter(|a| !a.is_empty()) else {
-                return Err(ApiError::bad_request("`messages` must be a non-empty array"));
-            };
-            let mut texts = Vec::new();
-            for (i, m) in msgs.iter().enumerate() {
-                let role = m.get("role").and_then(Value::as_str);
-                let Some(known) = ROLES.iter().find(|r| Some(**r) == role) else {
-                    return Err(ApiError::bad_request(format!(
-                        "messages[{i}].role must be one of system, user, assistant, tool, developer"
-                    )));
-                };
-                roles.push(*known);
-                match m.get("content") {
-                    Some(Value::String(s)) => texts.push(s.clone()),
-                    Some(Value::Array(parts)) => {
-                        let mut t = String::new();
-                        for p in parts {
-                            match p.get("text").and_then(Value::as_str) {
-                                Some(s) => t.push_str(s),
-                                None => {
-                                    return Err(ApiError::bad_request(format!(
-                                        "messages[{i}].content parts must be text parts ({{\"type\": \"text\", \"text\": ...}})"
-                                    )));
-                                }
-                            }
-                        }
-                        texts.push(t);
-                    }
-                    Some(Value::Null) | None if role == Some("assistant") => texts.push(String::new()),
-                    _ => return Err(ApiError::bad_request(format!("messages[{i}].content must be a string"))),
-                }
-            }
-            texts
-        }
+    let (texts, roles) = match endpoint {
+        Api::Completions => (completion_prompt(&v)?, Vec::new()),
+        Api::Chat => chat_messages(&v)?,
     };
-    let max_tokens = match uint(&v, "max_completion_tokens")? {
-        Some(n) => Some(n),
-        None => uint(&v, "max_tokens")?,
-    };
-    if max_tokens == Some(0) {
-        return Err(ApiError::bad_request("`max_tokens` must be at least 1"));
-    }
-    let min_tokens = uint(&v, "min_tokens")?.unwrap_or(0);
-    if let Some(m) = max_tokens
-        && min_tokens > m
-    {
-        return Err(ApiError::bad_request(format!("`min_tokens` ({min_tokens}) must not exceed `max_tokens` ({m})")));
-    }
+    let (max_tokens, min_tokens) = token_limits(&v)?;
     if let Some(n) = uint(&v, "n")?
         && n != 1
     {
@@ -240,13 +180,92 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
         ignore_eos: boolean(&v, "ignore_eos")?,
         stream: boolean(&v, "stream")?,
         include_usage,
-        seed: match v.get("seed") {
-            None | Some(Value::Null) => None,
-            Some(x) => match (x.as_u64(), x.as_i64()) {
-                (Some(n), _) => Some(n),
-                (None, Some(n)) => Some(n as u64),
-                _ => return Err(ApiError::bad_request("`seed` must be an integer")),
-            },
+        seed: seed(&v)?,
+    })
+}
+
+/// A completions request's `prompt`: one string (alone or in a list of one).
+fn completion_prompt(v: &Value) -> Result<Vec<String>, ApiError> {
+    match v.get("prompt") {
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Ok(vec![a[0].as_str().unwrap_or_default().to_string()])
+        }
+        Some(Value::Array(_)) => {
+            Err(ApiError::bad_request("`prompt` must be a string or a list of exactly one string"))
+        }
+        Some(_) => Err(ApiError::bad_request("`prompt` must be a string")),
+        None => Err(ApiError::bad_request("missing required field `prompt`")),
+    }
+}
+
+/// A chat request's `messages`: each message's text (its text parts joined) and its role.
+fn chat_messages(v: &Value) -> Result<(Vec<String>, Vec<&'static str>), ApiError> {
+    let Some(msgs) = v.get("messages") else {
+        return Err(ApiError::bad_request("missing required field `messages`"));
+    };
+    let Some(msgs) = msgs.as_array().filter(|a| !a.is_empty()) else {
+        return Err(ApiError::bad_request("`messages` must be a non-empty array"));
+    };
+    let mut roles = Vec::new();
+    let mut texts = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str);
+        let Some(known) = ROLES.iter().find(|r| Some(**r) == role) else {
+            return Err(ApiError::bad_request(format!(
+                "messages[{i}].role must be one of system, user, assistant, tool, developer"
+            )));
+        };
+        roles.push(*known);
+        match m.get("content") {
+            Some(Value::String(s)) => texts.push(s.clone()),
+            Some(Value::Array(parts)) => {
+                let mut t = String::new();
+                for p in parts {
+                    match p.get("text").and_then(Value::as_str) {
+                        Some(s) => t.push_str(s),
+                        None => {
+                            return Err(ApiError::bad_request(format!(
+                                "messages[{i}].content parts must be text parts ({{\"type\": \"text\", \"text\": ...}})"
+                            )));
+                        }
+                    }
+                }
+                texts.push(t);
+            }
+            Some(Value::Null) | None if role == Some("assistant") => texts.push(String::new()),
+            _ => return Err(ApiError::bad_request(format!("messages[{i}].content must be a string"))),
+        }
+    }
+    Ok((texts, roles))
+}
+
+/// The request's `max_tokens` (`max_completion_tokens` first) and `min_tokens`, checked against each other.
+fn token_limits(v: &Value) -> Result<(Option<u32>, u32), ApiError> {
+    let max_tokens = match uint(v, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => uint(v, "max_tokens")?,
+    };
+    if max_tokens == Some(0) {
+        return Err(ApiError::bad_request("`max_tokens` must be at least 1"));
+    }
+    let min_tokens = uint(v, "min_tokens")?.unwrap_or(0);
+    if let Some(m) = max_tokens
+        && min_tokens > m
+    {
+        return Err(ApiError::bad_request(format!("`min_tokens` ({min_tokens}) must not exceed `max_tokens` ({m})")));
+    }
+    Ok((max_tokens, min_tokens))
+}
+
+/// The request's `seed`, if given: an integer (a negative one taken as its two's complement).
+fn seed(v: &Value) -> Result<Option<u64>, ApiError> {
+    Ok(match v.get("seed") {
+        None | Some(Value::Null) => None,
+        Some(x) => match (x.as_u64(), x.as_i64()) {
+            (Some(n), _) => Some(n),
+            (None, Some(n)) => Some(n as u64),
+            _ => return Err(ApiError::bad_request("`seed` must be an integer")),
         },
     })
 }

@@ -55,143 +55,19 @@ fn ns(f: &Fields, md: &Value, field: &str) -> Result<Option<i128>, ImportError> 
 
 /// One record per profiling-phase line, on one clock from the earliest credit (schedule) time.
 fn records(path: &str, values: &[(usize, Value)]) -> Result<Run, ImportError> {
-    struct Line<'a> {
-        f: Fields<'a>,
-        md: &'a Value,
-        m: &'a Value,
-        err: Option<&'a Value>,
-    }
-    let mut lines = Vec::new();
-    let mut warmup = 0usize;
-    for (line, v) in values {
-        let f = Fields { path, line: Some(*line) };
-        let md = v.get("metadata").filter(|x| x.is_object()).ok_or_else(|| f.err("metadata", "missing"))?;
-        let m = v.get("metrics").filter(|x| x.is_object()).ok_or_else(|| f.err("metrics", "missing"))?;
-        if md.get("benchmark_phase").and_then(Value::as_str) == Some("warmup") {
-            warmup += 1;
-            continue;
-        }
-        lines.push(Line { f, md, m, err: v.get("error").filter(|e| !e.is_null()) });
-    }
-    let mut t0: Option<i128> = None;
-    for l in &lines {
-        let t = match ns(&l.f, l.md, "credit_issued_ns")? {
-            Some(t) => t,
-            None => {
-                ns(&l.f, l.md, "request_start_ns")?.ok_or_else(|| l.f.err("metadata.request_start_ns", "missing"))?
-            }
-        };
-        t0 = Some(t0.map_or(t, |x| x.min(t)));
-    }
-    let t0 = t0.unwrap_or(0);
-    let ms = |t: i128| round_ns((t - t0) as f64 / 1e6);
-    let mut notes = vec![
-        "the load profile is not in the per-record file: AIPerf's credit times are kept as the schedule \
-         (shown as a replay); its aggregate profile_export_aiperf.json holds the phase settings"
-            .to_string(),
-        "AIPerf records one time per stream chunk: a chunk that carried several tokens has its tokens spread \
-         evenly over it"
-            .into(),
-    ];
-    notes.push(
-        "scheduled time is AIPerf's credit time: schedule lag is its credit-to-send latency \
-         (credit_to_start_latency)"
-            .into(),
-    );
-    if warmup > 0 {
-        notes.push(format!("{warmup} warm-up records left out"));
-    }
+    let (lines, warmup) = profiling_lines(path, values)?;
+    let t0 = earliest_schedule_ns(&lines)?;
+    let mut notes = record_notes(warmup);
     let multi_turn = lines.iter().any(|l| l.md.get("turn_index").and_then(Value::as_u64).unwrap_or(0) > 0);
     let mut out = Vec::with_capacity(lines.len());
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
     for (i, l) in lines.iter().enumerate() {
-        let f = &l.f;
-        let sched = ns(f, l.md, "credit_issued_ns")?;
-        let sent = ns(f, l.md, "request_start_ns")?.ok_or_else(|| f.err("metadata.request_start_ns", "missing"))?;
-        let end = ns(f, l.md, "request_end_ns")?;
-        let mut r = RequestRecord {
-            id: i as u64,
-            scheduled_ms: ms(sched.unwrap_or(sent)),
-            sent_ms: Some(ms(sent)),
-            headers_ms: ns(f, l.md, "request_ack_ns")?.map(ms),
-            end_ms: end.map(ms),
-            ..Default::default()
-        };
-        if multi_turn {
-            r.session = l.md.get("session_num").and_then(Value::as_u64);
-            r.turn = l.md.get("turn_index").and_then(Value::as_u64).map(|t| t as u32);
+        let r = record(i, l, t0, multi_turn)?;
+        // a failed request's lengths are not the run's
+        if l.err.is_none() {
+            inputs.extend(r.input_tokens.map(|x| x as u32));
+            outputs.extend(r.output_tokens.map(|x| x as u32));
         }
-        let isl = metric(f, l.m, "input_sequence_length", "tokens")?.or(metric(f, l.m, "error_isl", "tokens")?);
-        let usage_in = metric(f, l.m, "usage_prompt_tokens", "tokens")?;
-        r.input_tokens_client = isl.map(|x| x as u64);
-        r.input_tokens_server = usage_in.map(|x| x as u64);
-        (r.input_tokens, r.input_tokens_source) = match (usage_in, isl) {
-            (Some(u), _) => (Some(u as u64), Some(TokenSource::Server)),
-            (None, Some(c)) => (Some(c as u64), Some(TokenSource::Tokenizer)),
-            _ => (None, None),
-        };
-        if let Some(e) = l.err {
-            let code = e.get("code").and_then(Value::as_u64).map(|c| c as u16);
-            let kind = e.get("type").and_then(Value::as_str).unwrap_or("");
-            let msg = e.get("message").and_then(Value::as_str).unwrap_or("");
-            let class = match code {
-                Some(_) => ErrorClass::HttpStatus,
-                None if kind.contains("Timeout") => ErrorClass::TimeoutTotal,
-                None if kind.contains("Connect") => ErrorClass::Connect,
-                None => ErrorClass::MalformedStream,
-            };
-            r.error = Some(RequestError {
-                class,
-                message: format!("{kind}: {msg}").trim_matches([' ', ':']).chars().take(500).collect(),
-                status: code,
-            });
-            out.push(r);
-            continue;
-        }
-        if l.md.get("was_cancelled").and_then(Value::as_bool) == Some(true) {
-            r.error = Some(RequestError {
-                class: ErrorClass::Cancelled,
-                message: "cancelled by AIPerf".into(),
-                status: None,
-            });
-        }
-        let usage_out = metric(f, l.m, "usage_completion_tokens", "tokens")?;
-        let osl = metric(f, l.m, "output_sequence_length", "tokens")?;
-        r.output_tokens_server = usage_out.map(|x| x as u64);
-        r.output_tokens_client = osl.map(|x| x as u64);
-        (r.output_tokens, r.output_tokens_source) = match (usage_out, osl) {
-            (Some(u), _) => (Some(u as u64), Some(TokenSource::Server)),
-            (None, Some(c)) => (Some(c as u64), Some(TokenSource::Tokenizer)),
-            _ => (None, None),
-        };
-        let s = ms(sent);
-        if let Some(ttft) = metric(f, l.m, "time_to_first_token", "ms")? {
-            let mut t = ttft;
-            let mut ev = vec![round_ns(s + t)];
-            match metric_list(f, l.m, "inter_chunk_latency")? {
-                Some(gaps) => {
-                    for g in gaps {
-                        t += g;
-                        ev.push(round_ns(s + t));
-                    }
-                }
-                None => {
-                    if let Some(lat) = metric(f, l.m, "request_latency", "ms")?
-                        && lat > ttft
-                    {
-                        ev.push(round_ns(s + lat));
-                    }
-                }
-            }
-            r.event_tokens = match r.output_tokens {
-                Some(n) if n == ev.len() as u64 => vec![1; ev.len()],
-                Some(n) => apportion(n, &vec![1; ev.len()]),
-                None => vec![1; ev.len()],
-            };
-            r.event_ms = ev;
-        }
-        inputs.extend(r.input_tokens.map(|x| x as u32));
-        outputs.extend(r.output_tokens.map(|x| x as u32));
         out.push(r);
     }
     if out.iter().any(|r| r.is_success() && r.event_ms.len() == 2 && r.output_tokens.unwrap_or(0) > 2) {
@@ -225,38 +101,216 @@ fn records(path: &str, values: &[(usize, Value)]) -> Result<Run, ImportError> {
     Ok(super::run_from_records(info, out))
 }
 
+/// One profiling-phase line of a per-record export: its metadata, metrics and error, if any.
+struct Line<'a> {
+    f: Fields<'a>,
+    md: &'a Value,
+    m: &'a Value,
+    err: Option<&'a Value>,
+}
+
+/// The profiling-phase lines of a per-record export, and how many warm-up lines were left out.
+fn profiling_lines<'a>(path: &'a str, values: &'a [(usize, Value)]) -> Result<(Vec<Line<'a>>, usize), ImportError> {
+    let mut lines = Vec::new();
+    let mut warmup = 0usize;
+    for (line, v) in values {
+        let f = Fields { path, line: Some(*line) };
+        let md = v.get("metadata").filter(|x| x.is_object()).ok_or_else(|| f.err("metadata", "missing"))?;
+        let m = v.get("metrics").filter(|x| x.is_object()).ok_or_else(|| f.err("metrics", "missing"))?;
+        if md.get("benchmark_phase").and_then(Value::as_str) == Some("warmup") {
+            warmup += 1;
+            continue;
+        }
+        lines.push(Line { f, md, m, err: v.get("error").filter(|e| !e.is_null()) });
+    }
+    Ok((lines, warmup))
+}
+
+/// The run's start: the earliest credit time (send time where a line has none), epoch ns; 0 without lines.
+fn earliest_schedule_ns(lines: &[Line]) -> Result<i128, ImportError> {
+    let mut t0: Option<i128> = None;
+    for l in lines {
+        let t = match ns(&l.f, l.md, "credit_issued_ns")? {
+            Some(t) => t,
+            None => {
+                ns(&l.f, l.md, "request_start_ns")?.ok_or_else(|| l.f.err("metadata.request_start_ns", "missing"))?
+            }
+        };
+        t0 = Some(t0.map_or(t, |x| x.min(t)));
+    }
+    Ok(t0.unwrap_or(0))
+}
+
+/// The notes every per-record import carries, and the count of warm-up records left out.
+fn record_notes(warmup: usize) -> Vec<String> {
+    let mut notes = vec![
+        "the load profile is not in the per-record file: AIPerf's credit times are kept as the schedule \
+         (shown as a replay); its aggregate profile_export_aiperf.json holds the phase settings"
+            .to_string(),
+        "AIPerf records one time per stream chunk: a chunk that carried several tokens has its tokens spread \
+         evenly over it"
+            .into(),
+    ];
+    notes.push(
+        "scheduled time is AIPerf's credit time: schedule lag is its credit-to-send latency \
+         (credit_to_start_latency)"
+            .into(),
+    );
+    if warmup > 0 {
+        notes.push(format!("{warmup} warm-up records left out"));
+    }
+    notes
+}
+
+/// Milliseconds from the run's start `t0` to `t` (both epoch ns), rounded to the nanosecond.
+fn ms_since(t0: i128, t: i128) -> f64 {
+    round_ns((t - t0) as f64 / 1e6)
+}
+
+/// Record `i` from its line: times on the run's clock, turn, token counts, and its error or token events.
+fn record(i: usize, l: &Line, t0: i128, multi_turn: bool) -> Result<RequestRecord, ImportError> {
+    let ms = |t: i128| ms_since(t0, t);
+    let f = &l.f;
+    let sched = ns(f, l.md, "credit_issued_ns")?;
+    let sent = ns(f, l.md, "request_start_ns")?.ok_or_else(|| f.err("metadata.request_start_ns", "missing"))?;
+    let end = ns(f, l.md, "request_end_ns")?;
+    let mut r = RequestRecord {
+        id: i as u64,
+        scheduled_ms: ms(sched.unwrap_or(sent)),
+        sent_ms: Some(ms(sent)),
+        headers_ms: ns(f, l.md, "request_ack_ns")?.map(ms),
+        end_ms: end.map(ms),
+        ..Default::default()
+    };
+    if multi_turn {
+        r.session = l.md.get("session_num").and_then(Value::as_u64);
+        r.turn = l.md.get("turn_index").and_then(Value::as_u64).map(|t| t as u32);
+    }
+    let isl = metric(f, l.m, "input_sequence_length", "tokens")?.or(metric(f, l.m, "error_isl", "tokens")?);
+    let usage_in = metric(f, l.m, "usage_prompt_tokens", "tokens")?;
+    r.input_tokens_client = isl.map(|x| x as u64);
+    r.input_tokens_server = usage_in.map(|x| x as u64);
+    (r.input_tokens, r.input_tokens_source) = token_count(usage_in, isl);
+    if let Some(e) = l.err {
+        r.error = Some(request_error(e));
+        return Ok(r);
+    }
+    if l.md.get("was_cancelled").and_then(Value::as_bool) == Some(true) {
+        r.error =
+            Some(RequestError { class: ErrorClass::Cancelled, message: "cancelled by AIPerf".into(), status: None });
+    }
+    let usage_out = metric(f, l.m, "usage_completion_tokens", "tokens")?;
+    let osl = metric(f, l.m, "output_sequence_length", "tokens")?;
+    r.output_tokens_server = usage_out.map(|x| x as u64);
+    r.output_tokens_client = osl.map(|x| x as u64);
+    (r.output_tokens, r.output_tokens_source) = token_count(usage_out, osl);
+    add_token_events(f, l.m, ms(sent), &mut r)?;
+    Ok(r)
+}
+
+/// A token count and where it came from: the server's usage when given, else the client's count.
+fn token_count(server: Option<f64>, client: Option<f64>) -> (Option<u64>, Option<TokenSource>) {
+    match (server, client) {
+        (Some(u), _) => (Some(u as u64), Some(TokenSource::Server)),
+        (None, Some(c)) => (Some(c as u64), Some(TokenSource::Tokenizer)),
+        _ => (None, None),
+    }
+}
+
+/// A record's `error` object as a request error, classed by its HTTP code or exception type.
+fn request_error(e: &Value) -> RequestError {
+    let code = e.get("code").and_then(Value::as_u64).map(|c| c as u16);
+    let kind = e.get("type").and_then(Value::as_str).unwrap_or("");
+    let msg = e.get("message").and_then(Value::as_str).unwrap_or("");
+    let class = match code {
+        Some(_) => ErrorClass::HttpStatus,
+        None if kind.contains("Timeout") => ErrorClass::TimeoutTotal,
+        None if kind.contains("Connect") => ErrorClass::Connect,
+        None => ErrorClass::MalformedStream,
+    };
+    RequestError {
+        class,
+        message: format!("{kind}: {msg}").trim_matches([' ', ':']).chars().take(500).collect(),
+        status: code,
+    }
+}
+
+/// Sets a record's chunk times (on the run's clock, from its send time `sent_ms`) and tokens, given a TTFT.
+fn add_token_events(f: &Fields, m: &Value, sent_ms: f64, r: &mut RequestRecord) -> Result<(), ImportError> {
+    let Some(ttft) = metric(f, m, "time_to_first_token", "ms")? else { return Ok(()) };
+    let mut t = ttft;
+    let mut ev = vec![round_ns(sent_ms + t)];
+    match metric_list(f, m, "inter_chunk_latency")? {
+        Some(gaps) => {
+            for g in gaps {
+                t += g;
+                ev.push(round_ns(sent_ms + t));
+            }
+        }
+        None => {
+            if let Some(lat) = metric(f, m, "request_latency", "ms")?
+                && lat > ttft
+            {
+                ev.push(round_ns(sent_ms + lat));
+            }
+        }
+    }
+    r.event_tokens = match r.output_tokens {
+        Some(n) if n == ev.len() as u64 => vec![1; ev.len()],
+        Some(n) => apportion(n, &vec![1; ev.len()]),
+        None => vec![1; ev.len()],
+    };
+    r.event_ms = ev;
+    Ok(())
+}
+
 /// The aggregate file: AIPerf's statistics per metric, and its phase settings as the load.
 fn aggregate(f: &Fields, v: &Value) -> Result<Run, ImportError> {
-    let stat = |tag: &str| -> Result<Option<&Value>, ImportError> {
-        match v.get(tag) {
-            None | Some(Value::Null) => Ok(None),
-            Some(x) if x.is_object() => Ok(Some(x)),
-            Some(x) => Err(f.err(tag, format!("expected an object, found {}", super::kind(x)))),
-        }
+    let (s, concurrency_avg) = aggregate_summary(f, v)?;
+    let phase = v
+        .pointer("/input_config/phases")
+        .and_then(Value::as_array)
+        .and_then(|p| p.iter().find(|x| x.get("kind").and_then(Value::as_str) == Some("profiling")));
+    let mut notes = vec![
+        "aggregate file only: AIPerf's statistics are carried over (TTFT, TPOT from its inter_token_latency, \
+         chunk ITL, E2E, throughputs); token-level ITL, TTFT from schedule, schedule lag and SLO attainment are \
+         not available: import profile_export.jsonl for per-request records"
+            .to_string(),
+    ];
+    notes.push(match concurrency_avg {
+        Some(_) => "mean concurrency is AIPerf's effective_concurrency (time-weighted requests in flight)".into(),
+        None => "mean concurrency not in the file (shown as 0)".into(),
+    });
+    let (profile, load) = phase_load(phase, &mut notes);
+    notes.push("AIPerf's start_time is local time without a time zone: started_at is not set".into());
+    let duration = s.duration_s;
+    let info = RunInfo {
+        name: None,
+        source: ImportSource {
+            tool: ImportFormat::Aiperf,
+            tool_version: f.opt_str(v, "aiperf_version"),
+            file: f.path.into(),
+            model: v.pointer("/input_config/models/items/0/name").and_then(Value::as_str).map(str::to_string),
+            url: v.pointer("/input_config/endpoint/urls/0").and_then(Value::as_str).map(str::to_string),
+            clock: RecordClock::SummaryOnly,
+            notes,
+        },
+        profile,
+        load,
+        requests: phase.and_then(|p| p.get("requests")).and_then(Value::as_u64),
+        input_lengths: Vec::new(),
+        output_lengths: Vec::new(),
+        started_at: None,
+        duration_s: Some(duration),
+        schedule_known: true,
     };
-    let avg = |tag: &str| -> Result<Option<f64>, ImportError> {
-        match stat(tag)? {
-            Some(x) => f.opt_num(x, "avg").map_err(|_| f.err(&format!("{tag}.avg"), "expected a number")),
-            None => Ok(None),
-        }
-    };
-    let d = |tag: &str| -> Result<goodput_metrics::Distribution, ImportError> {
-        let Some(x) = stat(tag)? else { return Ok(Default::default()) };
-        let g = |k: &str| f.opt_num(x, k).map_err(|_| f.err(&format!("{tag}.{k}"), "expected a number"));
-        if let Some(u) = x.get("unit").and_then(Value::as_str)
-            && u != "ms"
-        {
-            return Err(f.err(&format!("{tag}.unit"), format!("`{u}`, expected `ms`")));
-        }
-        Ok(dist(
-            g("count")?.unwrap_or(0.0) as u64,
-            g("avg")?,
-            g("std")?,
-            g("min")?,
-            g("max")?,
-            [g("p50")?, g("p90")?, g("p95")?, g("p99")?, None],
-        ))
-    };
+    Ok(super::run_from_summary(info, s))
+}
+
+/// The summary from AIPerf's statistics, and its effective concurrency when the file has it.
+fn aggregate_summary(f: &Fields, v: &Value) -> Result<(Summary, Option<f64>), ImportError> {
+    let avg = |tag: &str| stat_avg(f, v, tag);
+    let d = |tag: &str| stat_dist(f, v, tag);
     let completed = avg("request_count")?.unwrap_or(0.0) as u64;
     let failed = avg("error_request_count")?.unwrap_or(0.0) as u64;
     let duration = avg("benchmark_duration")?.unwrap_or(0.0);
@@ -292,20 +346,47 @@ fn aggregate(f: &Fields, v: &Value) -> Result<Run, ImportError> {
             *s.failed_by_class.entry(class).or_default() += n;
         }
     }
-    let phase = v
-        .pointer("/input_config/phases")
-        .and_then(Value::as_array)
-        .and_then(|p| p.iter().find(|x| x.get("kind").and_then(Value::as_str) == Some("profiling")));
-    let mut notes = vec![
-        "aggregate file only: AIPerf's statistics are carried over (TTFT, TPOT from its inter_token_latency, \
-         chunk ITL, E2E, throughputs); token-level ITL, TTFT from schedule, schedule lag and SLO attainment are \
-         not available: import profile_export.jsonl for per-request records"
-            .to_string(),
-    ];
-    notes.push(match concurrency_avg {
-        Some(_) => "mean concurrency is AIPerf's effective_concurrency (time-weighted requests in flight)".into(),
-        None => "mean concurrency not in the file (shown as 0)".into(),
-    });
+    Ok((s, concurrency_avg))
+}
+
+/// A metric's statistics object (`TAG`) in the aggregate file, if it has one.
+fn stat<'a>(f: &Fields, v: &'a Value, tag: &str) -> Result<Option<&'a Value>, ImportError> {
+    match v.get(tag) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) if x.is_object() => Ok(Some(x)),
+        Some(x) => Err(f.err(tag, format!("expected an object, found {}", super::kind(x)))),
+    }
+}
+
+/// A metric's mean (`TAG.avg`) in the aggregate file.
+fn stat_avg(f: &Fields, v: &Value, tag: &str) -> Result<Option<f64>, ImportError> {
+    match stat(f, v, tag)? {
+        Some(x) => f.opt_num(x, "avg").map_err(|_| f.err(&format!("{tag}.avg"), "expected a number")),
+        None => Ok(None),
+    }
+}
+
+/// A metric's distribution (count, mean, spread and percentiles, in ms) in the aggregate file.
+fn stat_dist(f: &Fields, v: &Value, tag: &str) -> Result<goodput_metrics::Distribution, ImportError> {
+    let Some(x) = stat(f, v, tag)? else { return Ok(Default::default()) };
+    let g = |k: &str| f.opt_num(x, k).map_err(|_| f.err(&format!("{tag}.{k}"), "expected a number"));
+    if let Some(u) = x.get("unit").and_then(Value::as_str)
+        && u != "ms"
+    {
+        return Err(f.err(&format!("{tag}.unit"), format!("`{u}`, expected `ms`")));
+    }
+    Ok(dist(
+        g("count")?.unwrap_or(0.0) as u64,
+        g("avg")?,
+        g("std")?,
+        g("min")?,
+        g("max")?,
+        [g("p50")?, g("p90")?, g("p95")?, g("p99")?, None],
+    ))
+}
+
+/// The profiling phase's load (its request rate, else its concurrency, else all at once), noting what was assumed.
+fn phase_load(phase: Option<&Value>, notes: &mut Vec<String>) -> (Profile, Load) {
     let concurrency = phase.and_then(|p| p.get("concurrency")).and_then(Value::as_u64).map(|c| c as usize);
     let rate = phase.and_then(|p| p.get("rate")).and_then(num_opt);
     let (profile, load) = match (rate, concurrency) {
@@ -319,28 +400,7 @@ fn aggregate(f: &Fields, v: &Value) -> Result<Run, ImportError> {
     if rate.is_some() {
         notes.push("AIPerf's request-rate phases are shown as Poisson arrivals at that rate".into());
     }
-    notes.push("AIPerf's start_time is local time without a time zone: started_at is not set".into());
-    let info = RunInfo {
-        name: None,
-        source: ImportSource {
-            tool: ImportFormat::Aiperf,
-            tool_version: f.opt_str(v, "aiperf_version"),
-            file: f.path.into(),
-            model: v.pointer("/input_config/models/items/0/name").and_then(Value::as_str).map(str::to_string),
-            url: v.pointer("/input_config/endpoint/urls/0").and_then(Value::as_str).map(str::to_string),
-            clock: RecordClock::SummaryOnly,
-            notes,
-        },
-        profile,
-        load,
-        requests: phase.and_then(|p| p.get("requests")).and_then(Value::as_u64),
-        input_lengths: Vec::new(),
-        output_lengths: Vec::new(),
-        started_at: None,
-        duration_s: Some(duration),
-        schedule_known: true,
-    };
-    Ok(super::run_from_summary(info, s))
+    (profile, load)
 }
 
 fn num_opt(v: &Value) -> Option<f64> {

@@ -88,6 +88,7 @@ fn req(f: &Fields, r: &Value, field: &str) -> Result<Req, ImportError> {
     }
 }
 
+/// Benchmark `i` of a report as a run: its listed requests as records, its strategy as the load.
 fn benchmark(
     f: &Fields,
     i: usize,
@@ -95,6 +96,49 @@ fn benchmark(
     version: Option<String>,
     backend: Option<&Value>,
 ) -> Result<Run, ImportError> {
+    let reqs = listed_requests(f, i, b)?;
+    let t0 = reqs.iter().filter_map(|(r, _)| r.targeted.or(r.start)).reduce(f64::min);
+    let cfg = b.get("config").or(b.get("args"));
+    let mut notes = benchmark_notes(cfg);
+    let (records, inputs, outputs) = request_records(&reqs, t0);
+    notes.push(
+        "token counts are GuideLLM's (the server's usage when given, else GuideLLM's own count; the file does \
+         not say which)"
+            .into(),
+    );
+    let (profile, load, name) = strategy_load(cfg, b, &mut notes);
+    let backend = cfg.and_then(|c| c.get("backend")).filter(|x| x.is_object()).or(backend);
+    let s = |k: &str| backend.and_then(|x| x.get(k)).and_then(Value::as_str).map(str::to_string);
+    let info = RunInfo {
+        name: Some(format!("benchmark {i}: {name}")),
+        source: ImportSource {
+            tool: ImportFormat::Guidellm,
+            tool_version: version,
+            file: f.path.into(),
+            model: s("model"),
+            url: s("target"),
+            clock: RecordClock::Run,
+            notes,
+        },
+        profile,
+        load,
+        requests: Some(records.len() as u64),
+        input_lengths: inputs,
+        output_lengths: outputs,
+        started_at: t0.map(|t| crate::format_rfc3339_ns((t * 1e9).round() as i128)),
+        duration_s: f.opt_num(b, "duration").ok().flatten(),
+        schedule_known: true,
+    };
+    let mut run = super::run_from_records(info, records);
+    // the one gap per record is not a chunk gap
+    run.summary.chunk_itl_ms = Default::default();
+    run.summary.itl_max_ms = Default::default();
+    super::redo_few_samples(&mut run.summary);
+    Ok(run)
+}
+
+/// Benchmark `i`'s requests of every status, each with the error class its status implies, in send order.
+fn listed_requests(f: &Fields, i: usize, b: &Value) -> Result<Vec<(Req, Option<ErrorClass>)>, ImportError> {
     let field = |k: &str| format!("benchmarks[{i}].{k}");
     let requests = b.get("requests").ok_or_else(|| f.err(&field("requests"), "missing"))?;
     let mut reqs: Vec<(Req, Option<ErrorClass>)> = Vec::new();
@@ -112,7 +156,11 @@ fn benchmark(
     }
     let key = |r: &Req| r.start.or(r.targeted).unwrap_or(f64::INFINITY);
     reqs.sort_by(|a, b| key(&a.0).total_cmp(&key(&b.0)));
-    let t0 = reqs.iter().filter_map(|(r, _)| r.targeted.or(r.start)).reduce(f64::min);
+    Ok(reqs)
+}
+
+/// The notes every GuideLLM benchmark carries, and the sample size when the requests are a sample.
+fn benchmark_notes(cfg: Option<&Value>) -> Vec<String> {
     let mut notes = vec![
         "GuideLLM keeps only the first and last token times of each request: TTFT, E2E, TPOT and the mean \
          token-level ITL are exact; chunk ITL and the worst stall per request are not available"
@@ -125,13 +173,17 @@ fn benchmark(
          window (warm-up and cool-down left out)"
             .into(),
     ];
-    let cfg = b.get("config").or(b.get("args"));
     if let Some(n) = cfg.and_then(|c| c.get("sample_size")).and_then(Value::as_u64) {
         notes.push(format!(
             "the requests are GuideLLM's reservoir sample of at most {n} per status: counts and throughputs \
              cover the sample, not the run (GuideLLM's metrics.request_totals has the true counts)"
         ));
     }
+    notes
+}
+
+/// The requests as records on the run's clock (from `t0`), with the prompt and output lengths of the run.
+fn request_records(reqs: &[(Req, Option<ErrorClass>)], t0: Option<f64>) -> (Vec<RequestRecord>, Vec<u32>, Vec<u32>) {
     let mut records = Vec::with_capacity(reqs.len());
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
     let ms = |t: f64| ms_between(t0.unwrap_or(t), t);
@@ -176,17 +228,17 @@ fn benchmark(
         outputs.extend(r.output.map(|x| x as u32));
         records.push(rec);
     }
-    notes.push(
-        "token counts are GuideLLM's (the server's usage when given, else GuideLLM's own count; the file does \
-         not say which)"
-            .into(),
-    );
+    (records, inputs, outputs)
+}
+
+/// The benchmark's strategy as a profile, a load and a name (a replay, noted, for a strategy goodput lacks).
+fn strategy_load(cfg: Option<&Value>, b: &Value, notes: &mut Vec<String>) -> (Profile, Load, String) {
     let strategy = cfg.and_then(|c| c.get("strategy")).or(b.get("strategy"));
     let kind = strategy.and_then(|s| s.get("type_")).and_then(Value::as_str).unwrap_or("");
     let rate = strategy.and_then(|s| s.get("rate")).and_then(super::num);
     let streams = strategy.and_then(|s| s.get("streams")).and_then(Value::as_u64).map(|s| s as usize);
     let cap = strategy.and_then(|s| s.get("max_concurrency")).and_then(Value::as_u64).map(|s| s as usize);
-    let (profile, load, name) = match (kind, rate, streams) {
+    match (kind, rate, streams) {
         ("synchronous", _, _) => (Profile::Synchronous, Load::closed(1), "synchronous".to_string()),
         ("concurrent", _, Some(s)) => (Profile::Concurrent, Load::closed(s), format!("concurrent {s}")),
         ("constant", Some(r), _) => (
@@ -215,35 +267,7 @@ fn benchmark(
                 other.to_string(),
             )
         }
-    };
-    let backend = cfg.and_then(|c| c.get("backend")).filter(|x| x.is_object()).or(backend);
-    let s = |k: &str| backend.and_then(|x| x.get(k)).and_then(Value::as_str).map(str::to_string);
-    let info = RunInfo {
-        name: Some(format!("benchmark {i}: {name}")),
-        source: ImportSource {
-            tool: ImportFormat::Guidellm,
-            tool_version: version,
-            file: f.path.into(),
-            model: s("model"),
-            url: s("target"),
-            clock: RecordClock::Run,
-            notes,
-        },
-        profile,
-        load,
-        requests: Some(records.len() as u64),
-        input_lengths: inputs,
-        output_lengths: outputs,
-        started_at: t0.map(|t| crate::format_rfc3339_ns((t * 1e9).round() as i128)),
-        duration_s: f.opt_num(b, "duration").ok().flatten(),
-        schedule_known: true,
-    };
-    let mut run = super::run_from_records(info, records);
-    // the one gap per record is not a chunk gap
-    run.summary.chunk_itl_ms = Default::default();
-    run.summary.itl_max_ms = Default::default();
-    super::redo_few_samples(&mut run.summary);
-    Ok(run)
+    }
 }
 
 /// GuideLLM keeps the exception's text: `HTTPStatusError: Server error '500 …'` and the like.

@@ -100,6 +100,49 @@ fn one(f: &Fields, v: &Value) -> Result<Run, ImportError> {
 /// One record per request from the per-request arrays.
 fn records(f: &Fields, v: &Value, ttfts: &[f64], info: &mut RunInfo) -> Result<Vec<RequestRecord>, ImportError> {
     let n = ttfts.len();
+    let a = per_request_arrays(f, v, n)?;
+    if v.get("itls").is_none() {
+        info.source.notes.push("no `itls`: ITL, TPOT and the chunks after the first are not available".into());
+    }
+    let t0 = a.starts.as_ref().and_then(|s| s.iter().copied().reduce(f64::min));
+    info.source.clock = if t0.is_some() { RecordClock::Run } else { RecordClock::PerRequest };
+    let sources = token_sources(info, &a, t0);
+    let mut out = Vec::with_capacity(n);
+    let mut spread = 0usize;
+    for (i, &ttft) in ttfts.iter().enumerate() {
+        let (r, spread_out) = request_record(i, &a, ttft, t0, sources);
+        if spread_out {
+            spread += 1;
+        }
+        out.push(r);
+    }
+    if spread > 0 {
+        info.source.notes.push(format!("{spread} of {n} requests had fewer chunks than output tokens"));
+    }
+    if a.latencies.is_none() {
+        info.source.notes.push("no `latencies`: E2E is TTFT plus the sum of the request's ITLs".into());
+    }
+    let lens = |a: &Option<Vec<f64>>| a.as_ref().map_or(Vec::new(), |x| x.iter().map(|&t| t as u32).collect());
+    info.input_lengths = lens(&a.input);
+    info.output_lengths = lens(&a.output);
+    Ok(out)
+}
+
+/// vLLM's per-request arrays besides `ttfts`, each of one entry per request when present.
+struct PerRequest {
+    input: Option<Vec<f64>>,
+    output: Option<Vec<f64>>,
+    latencies: Option<Vec<f64>>,
+    starts: Option<Vec<f64>>,
+    queues: Option<Vec<f64>>,
+    /// Each request's chunk gaps (empty without `itls`).
+    itls: Vec<Vec<f64>>,
+    /// Each request's error text (empty: none).
+    errors: Vec<String>,
+}
+
+/// Reads the per-request arrays, checking that each has one entry for each of the `n` requests.
+fn per_request_arrays(f: &Fields, v: &Value, n: usize) -> Result<PerRequest, ImportError> {
     let sized = |field: &str, len: usize| {
         if len == n { Ok(()) } else { Err(f.err(field, format!("has {len} entries, `ttfts` has {n}"))) }
     };
@@ -136,9 +179,6 @@ fn records(f: &Fields, v: &Value, ttfts: &[f64], info: &mut RunInfo) -> Result<V
         }
         Some(x) => return Err(f.err("itls", format!("expected an array, found {}", super::kind(x)))),
     };
-    if v.get("itls").is_none() {
-        info.source.notes.push("no `itls`: ITL, TPOT and the chunks after the first are not available".into());
-    }
     let errors: Vec<String> = match v.get("errors") {
         Some(Value::Array(a)) => {
             sized("errors", a.len())?;
@@ -146,9 +186,12 @@ fn records(f: &Fields, v: &Value, ttfts: &[f64], info: &mut RunInfo) -> Result<V
         }
         _ => vec![String::new(); n],
     };
-    let t0 = starts.as_ref().and_then(|s| s.iter().copied().reduce(f64::min));
-    info.source.clock = if t0.is_some() { RecordClock::Run } else { RecordClock::PerRequest };
-    let legacy = latencies.is_none() && starts.is_none();
+    Ok(PerRequest { input, output, latencies, starts, queues, itls, errors })
+}
+
+/// The input and output token counts' sources, as far as the file tells, noting them and how times are read.
+fn token_sources(info: &mut RunInfo, a: &PerRequest, t0: Option<f64>) -> (Option<TokenSource>, Option<TokenSource>) {
+    let legacy = a.latencies.is_none() && a.starts.is_none();
     let (input_source, output_source) = if legacy {
         info.source.notes.push(
             "prompt lengths are the client tokenizer's count (vLLM's input_lens); output lengths are the \
@@ -177,67 +220,64 @@ fn records(f: &Fields, v: &Value, ttfts: &[f64], info: &mut RunInfo) -> Result<V
                 .into(),
         );
     }
-    let mut out = Vec::with_capacity(n);
-    let mut spread = 0usize;
-    for i in 0..n {
-        let sent = match (&starts, t0) {
-            (Some(s), Some(t0)) => ((s[i] - t0) * 1e9).round() / 1e6,
-            _ => 0.0,
-        };
-        let queue_ms = queues.as_ref().map_or(0.0, |q| q[i] * 1000.0);
-        let mut r = RequestRecord {
-            id: i as u64,
-            scheduled_ms: sent - queue_ms,
-            cap_wait_ms: queue_ms,
-            sent_ms: Some(sent),
-            input_tokens: input.as_ref().map(|x| x[i] as u64),
-            input_tokens_source: input.as_ref().and(input_source),
-            ..Default::default()
-        };
-        if !errors[i].is_empty() {
-            r.error = Some(classify(&errors[i]));
-            if let Some(l) = &latencies
-                && l[i] > 0.0
-            {
-                r.end_ms = Some(sent + l[i] * 1000.0);
-            }
-            out.push(r);
-            continue;
+    (input_source, output_source)
+}
+
+/// Request `i` as a record, and whether its output tokens were spread over fewer chunks.
+fn request_record(
+    i: usize,
+    a: &PerRequest,
+    ttft: f64,
+    t0: Option<f64>,
+    (input_source, output_source): (Option<TokenSource>, Option<TokenSource>),
+) -> (RequestRecord, bool) {
+    let sent = match (&a.starts, t0) {
+        (Some(s), Some(t0)) => ((s[i] - t0) * 1e9).round() / 1e6,
+        _ => 0.0,
+    };
+    let queue_ms = a.queues.as_ref().map_or(0.0, |q| q[i] * 1000.0);
+    let mut r = RequestRecord {
+        id: i as u64,
+        scheduled_ms: sent - queue_ms,
+        cap_wait_ms: queue_ms,
+        sent_ms: Some(sent),
+        input_tokens: a.input.as_ref().map(|x| x[i] as u64),
+        input_tokens_source: a.input.as_ref().and(input_source),
+        ..Default::default()
+    };
+    if !a.errors[i].is_empty() {
+        r.error = Some(classify(&a.errors[i]));
+        if let Some(l) = &a.latencies
+            && l[i] > 0.0
+        {
+            r.end_ms = Some(sent + l[i] * 1000.0);
         }
-        let mut t = ttfts[i];
-        let mut events = vec![super::round_ns(sent + t * 1000.0)];
-        for g in &itls[i] {
-            t += g;
-            events.push(super::round_ns(sent + t * 1000.0));
+        return (r, false);
+    }
+    let mut spread = false;
+    let mut t = ttft;
+    let mut events = vec![super::round_ns(sent + t * 1000.0)];
+    for g in &a.itls[i] {
+        t += g;
+        events.push(super::round_ns(sent + t * 1000.0));
+    }
+    let tokens = a.output.as_ref().map(|x| x[i] as u64);
+    r.event_tokens = match tokens {
+        Some(k) if k == events.len() as u64 => vec![1; events.len()],
+        Some(k) => {
+            spread = true;
+            apportion(k, &vec![1; events.len()])
         }
-        let tokens = output.as_ref().map(|x| x[i] as u64);
-        r.event_tokens = match tokens {
-            Some(k) if k == events.len() as u64 => vec![1; events.len()],
-            Some(k) => {
-                spread += 1;
-                apportion(k, &vec![1; events.len()])
-            }
-            None => vec![1; events.len()],
-        };
-        r.end_ms = Some(match &latencies {
-            Some(l) => super::round_ns(sent + l[i] * 1000.0),
-            None => *events.last().unwrap_or(&sent),
-        });
-        r.event_ms = events;
-        r.output_tokens = tokens;
-        r.output_tokens_source = tokens.and(output_source);
-        out.push(r);
-    }
-    if spread > 0 {
-        info.source.notes.push(format!("{spread} of {n} requests had fewer chunks than output tokens"));
-    }
-    if latencies.is_none() {
-        info.source.notes.push("no `latencies`: E2E is TTFT plus the sum of the request's ITLs".into());
-    }
-    let lens = |a: &Option<Vec<f64>>| a.as_ref().map_or(Vec::new(), |x| x.iter().map(|&t| t as u32).collect());
-    info.input_lengths = lens(&input);
-    info.output_lengths = lens(&output);
-    Ok(out)
+        None => vec![1; events.len()],
+    };
+    r.end_ms = Some(match &a.latencies {
+        Some(l) => super::round_ns(sent + l[i] * 1000.0),
+        None => *events.last().unwrap_or(&sent),
+    });
+    r.event_ms = events;
+    r.output_tokens = tokens;
+    r.output_tokens_source = tokens.and(output_source);
+    (r, spread)
 }
 
 /// vLLM keeps only a string: an HTTP reason phrase, or a Python traceback.

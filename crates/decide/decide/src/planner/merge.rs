@@ -3,6 +3,7 @@
 //! ranked as one process would.
 
 use goodput_results::planning::{PlanCandidate, PlanReport};
+use goodput_results::shards::MergeRefused;
 use goodput_workload::Shard;
 
 /// What a merge of plan-search shards produced: the merged report and what to say on stderr.
@@ -37,7 +38,37 @@ pub fn merge_plan_shards(
     files: &[goodput_results::shards::ShardFile],
     allow_partial: bool,
 ) -> Result<MergedPlan, goodput_results::shards::MergeRefused> {
-    use goodput_results::shards::MergeRefused;
+    let refuse = |m: String| Err(MergeRefused(m));
+    let parts = shard_parts(files)?;
+    let (first_name, base, first_shard) = parts[0];
+    let n = first_shard.count;
+    let Some(grid) = base.grid_size else {
+        return refuse(format!("{first_name}: its search does not record its grid size"));
+    };
+    let seen = check_one_search(&parts, grid)?;
+    check_one_price_per_gpu(&parts)?;
+    let (missing_candidates, notes) = missing_shards(&seen, n, grid, allow_partial)?;
+    let mut candidates: Vec<PlanCandidate> = parts.iter().flat_map(|(_, p, _)| p.candidates.iter().cloned()).collect();
+    candidates.sort_by_key(|c| c.grid_index);
+    let pareto = super::rank_and_front(&mut candidates, base.budget_per_hour);
+    Ok(MergedPlan {
+        report: PlanReport {
+            shard: None,
+            missing_candidates,
+            candidates,
+            pareto,
+            elapsed_s: parts.iter().map(|(_, p, _)| p.elapsed_s).fold(0.0, f64::max),
+            ..base.clone()
+        },
+        notes,
+    })
+}
+
+/// One shard file's name, plan report and shard.
+type ShardPart<'a> = (&'a str, &'a PlanReport, Shard);
+
+/// Each file's name, plan report and shard, refusing a file that is not a valid shard of a plan search.
+fn shard_parts(files: &[goodput_results::shards::ShardFile]) -> Result<Vec<ShardPart<'_>>, MergeRefused> {
     let refuse = |m: String| Err(MergeRefused(m));
     let Some(first) = files.first() else { return refuse("no shard files given".into()) };
     let mut parts: Vec<(&str, &PlanReport, Shard)> = Vec::with_capacity(files.len());
@@ -54,13 +85,16 @@ pub fn merge_plan_shards(
         }
         parts.push((&f.name, plan, s));
     }
+    Ok(parts)
+}
+
+/// Checks the shards are one search's, each index once with its own candidates; the file that gave each index.
+fn check_one_search<'a>(parts: &[ShardPart<'a>], grid: u32) -> Result<Vec<Option<&'a str>>, MergeRefused> {
+    let refuse = |m: String| Err(MergeRefused(m));
     let (first_name, base, first_shard) = parts[0];
     let n = first_shard.count;
-    let Some(grid) = base.grid_size else {
-        return refuse(format!("{first_name}: its search does not record its grid size"));
-    };
     let mut seen: Vec<Option<&str>> = vec![None; n as usize];
-    for &(name, plan, s) in &parts {
+    for &(name, plan, s) in parts {
         if s.count != n {
             return refuse(format!(
                 "{name}: shard {s} does not go with {first_name} (shard {first_shard}): mixed shard counts"
@@ -89,9 +123,15 @@ pub fn merge_plan_shards(
             }
         }
     }
+    Ok(seen)
+}
+
+/// Checks that each GPU has one price across the shards.
+fn check_one_price_per_gpu(parts: &[ShardPart]) -> Result<(), MergeRefused> {
+    let refuse = |m: String| Err(MergeRefused(m));
     // a price is an input of the search too (`--price`): one GPU, one price across the shards
     let mut prices: Vec<(&str, Option<f64>, &str)> = Vec::new();
-    for &(name, plan, _) in &parts {
+    for &(name, plan, _) in parts {
         for c in &plan.candidates {
             match prices.iter().find(|(gpu, _, _)| *gpu == c.gpu) {
                 Some(&(_, price, other)) if price != c.price_per_gpu_hour => {
@@ -108,6 +148,17 @@ pub fn merge_plan_shards(
             }
         }
     }
+    Ok(())
+}
+
+/// The grid indices of the shards no file gave, and the note saying so; refused unless `allow_partial`.
+fn missing_shards(
+    seen: &[Option<&str>],
+    n: u32,
+    grid: u32,
+    allow_partial: bool,
+) -> Result<(Vec<u32>, Vec<String>), MergeRefused> {
+    let refuse = |m: String| Err(MergeRefused(m));
     let missing: Vec<u32> = seen.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| i as u32).collect();
     let missing_candidates: Vec<u32> = (0..grid).filter(|k| missing.contains(&(k % n))).collect();
     let mut notes = Vec::new();
@@ -124,20 +175,7 @@ pub fn merge_plan_shards(
             ks.join(", ")
         ));
     }
-    let mut candidates: Vec<PlanCandidate> = parts.iter().flat_map(|(_, p, _)| p.candidates.iter().cloned()).collect();
-    candidates.sort_by_key(|c| c.grid_index);
-    let pareto = super::rank_and_front(&mut candidates, base.budget_per_hour);
-    Ok(MergedPlan {
-        report: PlanReport {
-            shard: None,
-            missing_candidates,
-            candidates,
-            pareto,
-            elapsed_s: parts.iter().map(|(_, p, _)| p.elapsed_s).fold(0.0, f64::max),
-            ..base.clone()
-        },
-        notes,
-    })
+    Ok((missing_candidates, notes))
 }
 
 #[cfg(test)]

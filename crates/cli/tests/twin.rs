@@ -1,0 +1,182 @@
+//! `goodput fit` against ground truth: the embedded engine served with settings the fit is not
+//! told (llama-2-13b on an A100, `--max-num-seqs 12`, prefill-first or chunked prefill). Three
+//! short training loads (concurrency 1 at two prompt lengths, 16 users: beyond the limit, so
+//! requests queue), then three held-out loads it never saw (4 and 24 users, Poisson at about 60%
+//! of capacity): mean TTFT, mean TPOT, p90 TPOT and output throughput within ±10%, the sequence
+//! limit recovered exactly and the policy right. And the refusals: runs of two servers, a
+//! simulated run, a run without per-token timestamps.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `bench` on the embedded engine with the hidden settings and `load`, into `dir/name.json`.
+fn measure(dir: &Path, name: &str, scheduling: &str, load: &[&str]) -> PathBuf {
+    let out = dir.join(format!("{name}.json"));
+    let mut args = vec!["bench", "--model", "llama-2-13b", "--gpu", "a100", "--max-num-seqs", "12"];
+    args.extend_from_slice(&["--scheduling", scheduling, "--output-tokens", "32"]);
+    args.extend_from_slice(load);
+    args.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
+    let o = run(&args, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{name}: {}\n{}", text(&o.stdout), text(&o.stderr));
+    out
+}
+
+fn twin_schema_errors(twin: &serde_json::Value) -> Vec<String> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/twin.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("schema compiles");
+    v.iter_errors(twin).map(|e| format!("{e} at {}", e.instance_path())).collect()
+}
+
+fn ground_truth(scheduling: &str, policy: &str) {
+    let dir = temp_dir(&format!("twin-{scheduling}"));
+    let train = [
+        measure(
+            &dir,
+            "c1a",
+            scheduling,
+            &["--concurrency", "1", "--requests", "12", "--input-tokens", "128", "--seed", "1"],
+        ),
+        measure(
+            &dir,
+            "c1b",
+            scheduling,
+            &["--concurrency", "1", "--requests", "12", "--input-tokens", "1024", "--seed", "2"],
+        ),
+        measure(
+            &dir,
+            "c16",
+            scheduling,
+            &["--concurrency", "16", "--requests", "64", "--input-tokens", "256", "--seed", "3"],
+        ),
+    ];
+    let held = [
+        measure(
+            &dir,
+            "h4",
+            scheduling,
+            &["--concurrency", "4", "--requests", "24", "--input-tokens", "256", "--seed", "4"],
+        ),
+        measure(
+            &dir,
+            "h24",
+            scheduling,
+            &["--concurrency", "24", "--requests", "72", "--input-tokens", "256", "--seed", "5"],
+        ),
+        measure(&dir, "hp", scheduling, &["--rate", "4", "--requests", "40", "--input-tokens", "256", "--seed", "6"]),
+    ];
+    let twin = dir.join("twin.json");
+    let report = dir.join("validation.json");
+    let html = dir.join("validation.html");
+    let mut args: Vec<&str> = vec!["fit"];
+    args.extend(train.iter().map(|p| p.to_str().unwrap()));
+    args.extend_from_slice(&["--out", twin.to_str().unwrap(), "--validate"]);
+    args.extend(held.iter().map(|p| p.to_str().unwrap()));
+    args.extend_from_slice(&["--report", report.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    let o = run(&args, LIMIT);
+    let shown = format!("{}\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{shown}");
+    println!("{shown}");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&twin).unwrap()).unwrap();
+    assert!(twin_schema_errors(&t).is_empty(), "{:?}", twin_schema_errors(&t));
+    assert_eq!(t["scheduler"]["max_num_seqs"]["value"], 12, "{shown}");
+    assert_eq!(t["scheduler"]["max_num_seqs"]["identified"], true, "{shown}");
+    assert_eq!(t["scheduler"]["scheduling"], policy, "{shown}");
+    let doc = load_valid(&report);
+    let runs = doc["validation"]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        for (metric, stat) in
+            [("ttft_ms", "mean"), ("tpot_ms", "mean"), ("tpot_ms", "p90"), ("output_tokens_per_s", "value")]
+        {
+            let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == metric && m["stat"] == stat);
+            let ratio = m.and_then(|m| m["ratio"].as_f64()).unwrap_or(f64::NAN);
+            assert!((ratio - 1.0).abs() <= 0.10, "{} {metric} {stat}: ×{ratio:.3}\n{shown}", r["file"]);
+        }
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Twin validation: predicted vs measured") && page.contains("<svg"), "validation page");
+    // the twin runs where the engine model runs, flags as what-ifs, beyond-range loads flagged
+    let o = run(&["sim", "--twin", twin.to_str().unwrap(), "--concurrency", "48", "--requests", "96"], LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("concurrency 48 is beyond the measured 1–16: extrapolated"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_prefill_first_server_is_recovered_and_predicted_within_10_percent() {
+    ground_truth("prefill-first", "prefill_first");
+}
+
+#[test]
+fn a_chunked_prefill_server_is_recovered_and_predicted_within_10_percent() {
+    ground_truth("chunked", "chunked");
+}
+
+#[test]
+fn runs_of_two_servers_simulated_runs_and_runs_without_token_times_are_refused() {
+    let dir = temp_dir("twin-refusals");
+    let a = measure(&dir, "a", "chunked", &["--concurrency", "2", "--requests", "4", "--input-tokens", "64"]);
+    let b = dir.join("b.json");
+    let o = run(
+        &[
+            "bench",
+            "--model",
+            "llama-3.1-8b",
+            "--requests",
+            "4",
+            "--output-tokens",
+            "8",
+            "--out",
+            b.to_str().unwrap(),
+            "-q",
+        ],
+        LIMIT,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run(&["fit", a.to_str().unwrap(), b.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("b.json") && e.contains("one fit is one server and model"), "{e}");
+    let s = dir.join("s.json");
+    let o = run(&["sim", "--requests", "4", "--out", s.to_str().unwrap(), "-q"], LIMIT);
+    assert_eq!(o.status.code(), Some(0));
+    let o = run(&["fit", s.to_str().unwrap()], LIMIT);
+    assert!(text(&o.stderr).contains("a simulated run"), "{}", text(&o.stderr));
+    // vLLM's own result file, imported: no per-token timestamps
+    let vllm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/import");
+    if let Some(f) = std::fs::read_dir(&vllm).ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("vllm") && p.extension().is_some_and(|x| x == "json"))
+    }) {
+        let imported = dir.join("imported.json");
+        let o = run(&["import", f.to_str().unwrap(), "--out", imported.to_str().unwrap()], LIMIT);
+        if o.status.code() == Some(0) {
+            let o = run(&["fit", imported.to_str().unwrap()], LIMIT);
+            assert_eq!(o.status.code(), Some(2));
+            assert!(text(&o.stderr).contains("per-token timestamps"), "{}", text(&o.stderr));
+        }
+    }
+    // one request at a time, one prompt length: the twin is written, what it cannot know is named
+    let one = measure(&dir, "one", "chunked", &["--concurrency", "1", "--requests", "4", "--input-tokens", "64"]);
+    let twin = dir.join("t.json");
+    let o = run(&["fit", one.to_str().unwrap(), "--out", twin.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&twin).unwrap()).unwrap();
+    let named =
+        t["unidentified"].as_array().unwrap().iter().map(|u| u.as_str().unwrap().to_string()).collect::<Vec<_>>();
+    for p in ["per_prefill_token_s", "per_decode_seq_s", "max_num_seqs", "scheduling"] {
+        assert!(named.iter().any(|u| u.starts_with(p)), "{p}: {named:?}");
+    }
+    assert!(text(&o.stdout).contains("not identified"), "{}", text(&o.stdout));
+}

@@ -1,0 +1,242 @@
+//! Fitting the step cost: non-negative least squares (the `nnls` crate, Lawson–Hanson) of each
+//! observed iteration's duration on what it held, with each parameter's uncertainty from a
+//! bootstrap over the iterations; and the front end from the requests that found the server
+//! idle.
+
+use ndarray::{Array1, Array2};
+
+use super::observe::{IdleArrival, StepRow};
+
+/// Most rows one solve takes (a seeded sample of them beyond): a fit over 100k requests stays
+/// in seconds, and a bootstrap over many times that.
+const MAX_ROWS: usize = 50_000;
+
+/// Bootstrap resamples for the uncertainties.
+const RESAMPLES: usize = 40;
+
+/// The regressors of the step cost, in column order.
+pub const TERMS: [&str; 5] =
+    ["step_overhead_s", "prefill_overhead_s", "per_prefill_token_s", "per_decode_seq_s", "per_context_token_s"];
+
+/// A fitted coefficient: value, bootstrap standard error, and whether the data identify it
+/// (its regressor varied independently of the others).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coef {
+    pub value: f64,
+    pub stderr: f64,
+    pub identified: bool,
+}
+
+/// The step-cost fit: a coefficient per term, and the root-mean-square error of the fitted
+/// durations, seconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepFit {
+    pub coefs: [Coef; 5],
+    pub rmse_s: f64,
+    pub rows: usize,
+}
+
+/// An iteration that prefills has its own fixed cost: on a GPU a decode-only iteration is
+/// bound by reading the weights while a prefill is bound by compute, so the prefill's cost does
+/// not add to the decode's (the roofline's maximum, not a sum).
+fn regressors(r: &StepRow) -> [f64; 5] {
+    let prefills = r.prefill_tokens > 0.0;
+    [f64::from(!prefills), f64::from(prefills), r.prefill_tokens, r.decode_seqs, r.context_tokens]
+}
+
+/// The step time `coefs` give an iteration.
+pub fn predict(coefs: &[f64; 5], r: &StepRow) -> f64 {
+    regressors(r).iter().zip(coefs).map(|(x, c)| x * c).sum()
+}
+
+/// Solves for the coefficients over `rows` (columns scaled to unit maximum for conditioning).
+fn solve(rows: &[&StepRow]) -> [f64; 5] {
+    let m = rows.len();
+    let mut scale = [0.0f64; 5];
+    for r in rows {
+        for (s, x) in scale.iter_mut().zip(regressors(r)) {
+            *s = s.max(x.abs());
+        }
+    }
+    let mut a = Array2::<f64>::zeros((m, 5));
+    let mut b = Array1::<f64>::zeros(m);
+    for (i, r) in rows.iter().enumerate() {
+        for (j, x) in regressors(r).into_iter().enumerate() {
+            a[(i, j)] = if scale[j] > 0.0 { x / scale[j] } else { 0.0 };
+        }
+        b[i] = r.seconds;
+    }
+    let (x, _) = nnls::nnls(a.view(), b.view());
+    std::array::from_fn(|j| if scale[j] > 0.0 { x[j] / scale[j] } else { 0.0 })
+}
+
+/// A small seeded generator for the sampling and the bootstrap (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// Whether a regressor varies on its own: its spread relative to its mean is not negligible, and
+/// it is not (nearly) a multiple of another regressor that also varies.
+fn varies(rows: &[&StepRow], j: usize) -> bool {
+    if j < 2 {
+        // an iteration kind's fixed cost: identified when iterations of that kind were seen
+        return rows.iter().any(|r| regressors(r)[j] > 0.0);
+    }
+    let xs: Vec<f64> = rows.iter().map(|r| regressors(r)[j]).collect();
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    if var.sqrt() <= 1e-6 * mean.abs().max(1e-12) || var == 0.0 || var.is_nan() {
+        return false;
+    }
+    // collinear with another varying regressor (|correlation| > 0.995)?
+    (2..5).filter(|&k| k != j).all(|k| {
+        let ys: Vec<f64> = rows.iter().map(|r| regressors(r)[k]).collect();
+        let my = ys.iter().sum::<f64>() / n;
+        let vy = ys.iter().map(|y| (y - my).powi(2)).sum::<f64>() / n;
+        if vy == 0.0 {
+            return true;
+        }
+        let cov = xs.iter().zip(&ys).map(|(x, y)| (x - mean) * (y - my)).sum::<f64>() / n;
+        (cov / (var.sqrt() * vy.sqrt())).abs() < 0.995 || j < k
+    })
+}
+
+/// Fits the step cost to `rows` (at least two).
+pub fn fit_steps(rows: &[StepRow], seed: u64) -> Option<StepFit> {
+    if rows.len() < 2 {
+        return None;
+    }
+    let mut rng = Rng(seed ^ 0x7769_6e5f);
+    let sample: Vec<&StepRow> = if rows.len() > MAX_ROWS {
+        (0..MAX_ROWS).map(|_| &rows[rng.below(rows.len())]).collect()
+    } else {
+        rows.iter().collect()
+    };
+    let x = solve(&sample);
+    let rmse_s =
+        (sample.iter().map(|r| (predict(&x, r) - r.seconds).powi(2)).sum::<f64>() / sample.len() as f64).sqrt();
+    // the bootstrap: the same solve over resampled rows
+    let boot_n = sample.len().clamp(2, MAX_ROWS / 5);
+    let mut draws: Vec<[f64; 5]> = Vec::with_capacity(RESAMPLES);
+    for _ in 0..RESAMPLES {
+        let resample: Vec<&StepRow> = (0..boot_n).map(|_| sample[rng.below(sample.len())]).collect();
+        draws.push(solve(&resample));
+    }
+    let scale = (boot_n as f64 / sample.len() as f64).sqrt();
+    let coefs = std::array::from_fn(|j| {
+        let mean = draws.iter().map(|d| d[j]).sum::<f64>() / draws.len() as f64;
+        let sd = (draws.iter().map(|d| (d[j] - mean).powi(2)).sum::<f64>() / (draws.len() - 1) as f64).sqrt();
+        Coef { value: x[j], stderr: sd * scale, identified: varies(&sample, j) }
+    });
+    Some(StepFit { coefs, rmse_s, rows: rows.len() })
+}
+
+/// The front end: each idle arrival's time to first token less the fitted iteration that
+/// prefilled it, fitted (non-negative least squares) as a fixed latency plus a latency per
+/// prompt token (tokenization). Returns the two, the standard deviation of what they leave (the
+/// jitter), seconds, and the arrivals used; `None` without idle arrivals.
+pub fn front_end(arrivals: &[IdleArrival], coefs: &[f64; 5]) -> Option<FrontFit> {
+    if arrivals.is_empty() {
+        return None;
+    }
+    let f: Vec<f64> = arrivals.iter().map(|a| a.ttft_s - predict(coefs, &a.step)).collect();
+    let prompts: Vec<f64> = arrivals.iter().map(|a| a.step.prefill_tokens).collect();
+    let varied = prompts.iter().any(|p| (p - prompts[0]).abs() > 0.5);
+    let (fixed, per_token) = if varied {
+        let scale = prompts.iter().copied().fold(1.0, f64::max);
+        let a = Array2::from_shape_fn((f.len(), 2), |(i, j)| if j == 0 { 1.0 } else { prompts[i] / scale });
+        let (x, _) = nnls::nnls(a.view(), Array1::from(f.clone()).view());
+        (x[0], x[1] / scale)
+    } else {
+        ((f.iter().sum::<f64>() / f.len() as f64).max(0.0), 0.0)
+    };
+    let n = f.len() as f64;
+    let resid: Vec<f64> = f.iter().zip(&prompts).map(|(x, p)| x - fixed - per_token * p).collect();
+    let sd = if f.len() > 1 { (resid.iter().map(|r| r * r).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
+    Some(FrontFit {
+        fixed_s: fixed,
+        per_token_s: per_token,
+        jitter_s: sd,
+        requests: f.len(),
+        per_token_identified: varied,
+    })
+}
+
+/// The front end's fit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrontFit {
+    pub fixed_s: f64,
+    pub per_token_s: f64,
+    pub jitter_s: f64,
+    pub requests: usize,
+    pub per_token_identified: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(p: f64, d: f64, c: f64, coefs: [f64; 5]) -> StepRow {
+        let mut r = StepRow { prefill_tokens: p, decode_seqs: d, context_tokens: c, seconds: 0.0 };
+        r.seconds = predict(&coefs, &r);
+        r
+    }
+
+    #[test]
+    fn recovers_a_known_step_cost() {
+        // 2 ms per decode step, 1 ms per prefill step, 50 µs per prompt token, 0.3 ms per
+        // sequence, 1 µs per context token
+        let truth = [2e-3, 1e-3, 50e-6, 0.3e-3, 1e-6];
+        let mut rows = Vec::new();
+        for d in 0..8 {
+            for p in [0.0, 128.0, 512.0] {
+                rows.push(row(p, d as f64, d as f64 * (300.0 + 40.0 * p / 128.0 + d as f64 * 7.0), truth));
+            }
+        }
+        let f = fit_steps(&rows, 1).unwrap();
+        for (c, t) in f.coefs.iter().zip(truth) {
+            assert!((c.value - t).abs() < 1e-9 + t * 1e-6, "{} vs {t}", c.value);
+            assert!(c.identified);
+        }
+        assert!(f.rmse_s < 1e-9);
+    }
+
+    #[test]
+    fn a_term_that_never_varies_is_named_unidentified() {
+        // one sequence at a time, never a prefill: the per-sequence cost cannot be told from the
+        // overhead, nor a prefill's cost from nothing
+        let truth = [2e-3, 1e-3, 50e-6, 0.3e-3, 1e-6];
+        let rows: Vec<StepRow> = (0..50).map(|i| row(0.0, 1.0, 200.0 + i as f64, truth)).collect();
+        let f = fit_steps(&rows, 1).unwrap();
+        assert!(!f.coefs[1].identified && !f.coefs[2].identified && !f.coefs[3].identified);
+        assert!(f.coefs[0].identified && f.coefs[4].identified);
+    }
+
+    #[test]
+    fn front_end_by_hand() {
+        let coefs = [3e-3, 1e-3, 1e-5, 0.0, 0.0];
+        // prefill of 100 tokens: 1 ms + 1 ms; TTFTs 7 and 9 ms: front end 5 and 7 ms
+        let step = StepRow { prefill_tokens: 100.0, decode_seqs: 0.0, context_tokens: 0.0, seconds: 0.0 };
+        let a = [IdleArrival { ttft_s: 7e-3, step }, IdleArrival { ttft_s: 9e-3, step }];
+        let f = front_end(&a, &coefs).unwrap();
+        assert!((f.fixed_s - 6e-3).abs() < 1e-12 && (f.jitter_s - 2f64.sqrt() * 1e-3).abs() < 1e-12);
+        assert_eq!((f.requests, f.per_token_s, f.per_token_identified), (2, 0.0, false));
+        // 100 and 300 prompt tokens, 5 µs each on top of 2 ms: recovered exactly, no jitter
+        let b = StepRow { prefill_tokens: 300.0, ..step };
+        let two = [
+            IdleArrival { ttft_s: 2e-3 + 5e-4 + 2e-3, step },
+            IdleArrival { ttft_s: 2e-3 + 15e-4 + (1e-3 + 3e-3), step: b },
+        ];
+        let f = front_end(&two, &coefs).unwrap();
+        assert!((f.fixed_s - 2e-3).abs() < 1e-9 && (f.per_token_s - 5e-6).abs() < 1e-12 && f.jitter_s < 1e-9, "{f:?}");
+    }
+}
