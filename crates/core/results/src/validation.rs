@@ -1,6 +1,6 @@
 //! A twin's validation (`goodput fit --validate`): for each held-out measured run, the same plan
 //! and seed simulated with the twin, measured against predicted metric by metric. Part of the
-//! result document ([`crate::ResultDoc::validation`]) so reports can draw it.
+//! result document (its `validation` section) so reports can draw it.
 
 use serde::{Deserialize, Serialize};
 

@@ -240,6 +240,24 @@ impl StepCost for Roofline {
     }
 }
 
+/// A digital twin's fitted step cost (`crate::fitted`).
+impl StepCost for crate::fitted::FittedStep {
+    fn time(&self, b: &BatchShape) -> StepTime {
+        let prefill = self.per_prefill_token_s * b.prefill_tokens as f64;
+        let decode = self.per_decode_seq_s * (b.decode_seqs + b.verify_seqs) as f64
+            + self.per_context_token_s * (b.decode_context + b.prefill_cached) as f64;
+        let fixed = if b.prefill_tokens > 0 { self.prefill_overhead_s } else { self.overhead_s };
+        StepTime {
+            total_s: fixed + prefill + decode,
+            compute_s: prefill,
+            memory_s: decode,
+            overhead_s: fixed,
+            compute_bound: prefill > decode,
+            ..StepTime::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

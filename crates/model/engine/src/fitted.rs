@@ -1,12 +1,11 @@
 //! An engine fitted to a measured server (the digital twin, `goodput fit`): its step cost as a
 //! linear function of what an iteration holds, the KV and context it was seen to take, and the
 //! latency its front end (HTTP, tokenization, detokenization) adds to each request, with its
-//! jitter. An [`crate::EngineConfig`] carrying one prices iterations with [`FittedStep`] instead
-//! of the roofline, and takes its memory plan from `kv_tokens`.
+//! jitter. An engine configuration carrying one prices iterations with [`FittedStep`] (its
+//! `StepCost` is in the `cost` module) instead of the roofline, and takes its memory plan from
+//! `kv_tokens`.
 
 use serde::{Deserialize, Serialize};
-
-use crate::cost::{BatchShape, StepCost, StepTime};
 
 /// Seconds per iteration: its kind's fixed cost (`overhead` when it only decodes,
 /// `prefill_overhead` when it prefills) `+ per_prefill_token × prompt tokens computed +
@@ -60,26 +59,10 @@ impl Fitted {
     }
 }
 
-impl StepCost for FittedStep {
-    fn time(&self, b: &BatchShape) -> StepTime {
-        let prefill = self.per_prefill_token_s * b.prefill_tokens as f64;
-        let decode = self.per_decode_seq_s * (b.decode_seqs + b.verify_seqs) as f64
-            + self.per_context_token_s * (b.decode_context + b.prefill_cached) as f64;
-        let fixed = if b.prefill_tokens > 0 { self.prefill_overhead_s } else { self.overhead_s };
-        StepTime {
-            total_s: fixed + prefill + decode,
-            compute_s: prefill,
-            memory_s: decode,
-            overhead_s: fixed,
-            compute_bound: prefill > decode,
-            ..StepTime::default()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::{BatchShape, StepCost};
 
     #[test]
     fn step_time_by_hand() {
