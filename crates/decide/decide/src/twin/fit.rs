@@ -171,6 +171,57 @@ pub fn front_end(arrivals: &[IdleArrival], coefs: &[f64; 5]) -> Option<FrontFit>
     })
 }
 
+/// The prefill cost and the front end from requests that found the server idle, when their
+/// prompts vary: each one's time to first token, less the decode terms of the iteration that
+/// prefilled it, is `front end + prefill fixed cost + per token × prompt` (a line fitted by
+/// non-negative least squares: the cleanest view of prefill a server gives, where prefilling
+/// iterations among running decodes are few or noisy). The line's intercept is split between
+/// the prefill's fixed cost (the median of what the timed prefilling iterations leave, when
+/// there are some) and the front end.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IdlePrefill {
+    pub per_token_s: f64,
+    pub per_token_stderr_s: f64,
+    pub fixed_s: f64,
+    pub front_end_s: f64,
+    pub jitter_s: f64,
+    pub requests: usize,
+}
+
+/// See [`IdlePrefill`]; `None` without at least two idle arrivals whose prompts differ by half.
+pub fn prefill_from_idle(arrivals: &[IdleArrival], steps: &[StepRow], coefs: &[f64; 5]) -> Option<IdlePrefill> {
+    let xs: Vec<f64> = arrivals.iter().map(|a| a.step.prefill_tokens).collect();
+    let (lo, hi) = xs.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+    if arrivals.len() < 2 || !(hi >= 1.5 * lo && lo > 0.0) {
+        return None;
+    }
+    let decode = |r: &StepRow| coefs[3] * r.decode_seqs + coefs[4] * r.context_tokens;
+    let ys: Vec<f64> = arrivals.iter().map(|a| a.ttft_s - decode(&a.step)).collect();
+    let a = Array2::from_shape_fn((xs.len(), 2), |(i, j)| if j == 0 { 1.0 } else { xs[i] / hi });
+    let (x, _) = nnls::nnls(a.view(), Array1::from(ys.clone()).view());
+    let (intercept, per_token) = (x[0], x[1] / hi);
+    let n = xs.len() as f64;
+    let resid: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| y - intercept - per_token * x).collect();
+    let sd = (resid.iter().map(|r| r * r).sum::<f64>() / (n - 2.0).max(1.0)).sqrt();
+    let mx = xs.iter().sum::<f64>() / n;
+    let sxx = xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
+    let mut left: Vec<f64> = steps
+        .iter()
+        .filter(|r| r.prefill_tokens > 0.0)
+        .map(|r| r.seconds - per_token * r.prefill_tokens - decode(r))
+        .collect();
+    left.sort_by(f64::total_cmp);
+    let fixed = left.get(left.len() / 2).copied().unwrap_or(0.0).clamp(0.0, intercept);
+    Some(IdlePrefill {
+        per_token_s: per_token,
+        per_token_stderr_s: if sxx > 0.0 { sd / sxx.sqrt() } else { 0.0 },
+        fixed_s: fixed,
+        front_end_s: intercept - fixed,
+        jitter_s: sd,
+        requests: xs.len(),
+    })
+}
+
 /// The front end's fit.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FrontFit {
@@ -238,5 +289,25 @@ mod tests {
         ];
         let f = front_end(&two, &coefs).unwrap();
         assert!((f.fixed_s - 2e-3).abs() < 1e-9 && (f.per_token_s - 5e-6).abs() < 1e-12 && f.jitter_s < 1e-9, "{f:?}");
+    }
+
+    #[test]
+    fn prefill_and_front_end_from_idle_arrivals_by_hand() {
+        // decode terms: 0.1 ms per sequence; idle arrivals: TTFT = 5 ms front end + 2 ms prefill
+        // fixed cost + 10 µs per prompt token, at 100 and 400 tokens
+        let coefs = [3e-3, 0.0, 0.0, 1e-4, 0.0];
+        let row = |p: f64, d: f64| StepRow { prefill_tokens: p, decode_seqs: d, context_tokens: 0.0, seconds: 0.0 };
+        let arrivals: Vec<IdleArrival> = [100.0, 400.0, 100.0, 400.0]
+            .into_iter()
+            .map(|p| IdleArrival { ttft_s: 5e-3 + 2e-3 + 1e-5 * p, step: row(p, 0.0) })
+            .collect();
+        // a timed prefilling iteration among 3 decodes: 2 ms + 300 × 10 µs + 0.3 ms
+        let steps = [StepRow { seconds: 2e-3 + 3e-3 + 3e-4, ..row(300.0, 3.0) }];
+        let p = prefill_from_idle(&arrivals, &steps, &coefs).unwrap();
+        assert!((p.per_token_s - 1e-5).abs() < 1e-12, "{p:?}");
+        assert!((p.fixed_s - 2e-3).abs() < 1e-9 && (p.front_end_s - 5e-3).abs() < 1e-9, "{p:?}");
+        assert!(p.jitter_s < 1e-9 && p.requests == 4);
+        // prompts that do not vary by half identify nothing
+        assert_eq!(prefill_from_idle(&arrivals[..1], &steps, &coefs), None);
     }
 }

@@ -192,7 +192,13 @@ fn seen(runs: &[NamedRun]) -> Seen {
 pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
     let (server, model) = check_runs(runs)?;
     let Seen { steps, idle, ranges, mixed, alone, running, queued, max_prefill, mut per_event, context } = seen(runs);
-    let f = fit::fit_steps(&steps, 7).ok_or(TwinError::NoIterations)?;
+    let mut f = fit::fit_steps(&steps, 7).ok_or(TwinError::NoIterations)?;
+    let decode_coefs: [f64; 5] = std::array::from_fn(|j| f.coefs[j].value);
+    let idle_prefill = fit::prefill_from_idle(&idle, &steps, &decode_coefs);
+    if let Some(p) = idle_prefill {
+        f.coefs[1] = fit::Coef { value: p.fixed_s, stderr: f.coefs[1].stderr.min(p.jitter_s), identified: true };
+        f.coefs[2] = fit::Coef { value: p.per_token_s, stderr: p.per_token_stderr_s, identified: true };
+    }
     let coefs: [f64; 5] = std::array::from_fn(|j| f.coefs[j].value);
     let param =
         |j: usize| Param { value: f.coefs[j].value, stderr: f.coefs[j].stderr, identified: f.coefs[j].identified };
@@ -207,14 +213,24 @@ pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
             unidentified.push(why.to_string());
         }
     }
-    let front = match fit::front_end(&idle, &coefs) {
-        Some(f) => FrontEnd {
+    let front = match (idle_prefill, fit::front_end(&idle, &coefs)) {
+        (Some(p), _) => FrontEnd {
+            latency_s: Param {
+                value: p.front_end_s,
+                stderr: p.jitter_s / (p.requests as f64).sqrt(),
+                identified: true,
+            },
+            per_prompt_token_s: 0.0,
+            jitter_s: p.jitter_s,
+            requests: p.requests,
+        },
+        (None, Some(f)) => FrontEnd {
             latency_s: Param { value: f.fixed_s, stderr: f.jitter_s / (f.requests as f64).sqrt(), identified: true },
             per_prompt_token_s: f.per_token_s,
             jitter_s: f.jitter_s,
             requests: f.requests,
         },
-        None => {
+        (None, None) => {
             unidentified.push("front_end: no request found the server idle (train one run at concurrency 1)".into());
             FrontEnd {
                 latency_s: Param { value: 0.0, stderr: 0.0, identified: false },
