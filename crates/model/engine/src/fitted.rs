@@ -44,15 +44,10 @@ impl Fitted {
         if self.frontend_jitter_s <= 0.0 || mean <= 0.0 {
             return mean;
         }
-        // two uniform draws from the seed (SplitMix64), a standard normal by Box–Muller
-        let mut z = seed ^ 0x6672_6f6e_7465_6e64;
-        let mut u = || {
-            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (((x ^ (x >> 31)) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        };
+        // two uniform draws from the request's own stream, a standard normal by Box–Muller
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6672_6f6e_7465_6e64);
+        let mut u = || 1.0 - rng.random::<f64>();
         let normal = (-2.0 * u().ln()).sqrt() * (std::f64::consts::TAU * u()).cos();
         let var = (1.0 + (self.frontend_jitter_s / mean).powi(2)).ln();
         mean * (var.sqrt() * normal - var / 2.0).exp()

@@ -405,6 +405,14 @@ fn round_ns(ms: f64) -> f64 {
     (ms * 1e6).round() / 1e6
 }
 
+/// A fixture file of the importer tests: its path and text.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> (String, String) {
+    let p = format!("{}/../../../fixtures/import/{name}", env!("CARGO_MANIFEST_DIR"));
+    let t = std::fs::read_to_string(&p).unwrap();
+    (p, t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

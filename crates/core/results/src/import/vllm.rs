@@ -349,12 +349,7 @@ mod tests {
     use goodput_metrics::RequestMetrics;
 
     use super::*;
-
-    fn fixture(name: &str) -> (String, String) {
-        let p = format!("{}/../../../fixtures/import/{name}", env!("CARGO_MANIFEST_DIR"));
-        let t = std::fs::read_to_string(&p).unwrap();
-        (p, t)
-    }
+    use crate::import::fixture;
 
     #[test]
     fn small_legacy_file_maps_every_request() {

@@ -70,16 +70,13 @@ fn solve(rows: &[&StepRow]) -> [f64; 5] {
     std::array::from_fn(|j| if scale[j] > 0.0 { x[j] / scale[j] } else { 0.0 })
 }
 
-/// A small seeded generator for the sampling and the bootstrap (SplitMix64).
-struct Rng(u64);
+/// Seeded draws for the sampling and the bootstrap (the workload's own stable mix).
+struct Rng(u64, u64);
 
 impl Rng {
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n as u64) as usize
+        self.1 += 1;
+        (goodput_workload::seed::mix(&[self.0, self.1]) % n as u64) as usize
     }
 }
 
@@ -115,7 +112,7 @@ pub fn fit_steps(rows: &[StepRow], seed: u64) -> Option<StepFit> {
     if rows.len() < 2 {
         return None;
     }
-    let mut rng = Rng(seed ^ 0x7769_6e5f);
+    let mut rng = Rng(seed ^ 0x7769_6e5f, 0);
     let sample: Vec<&StepRow> = if rows.len() > MAX_ROWS {
         (0..MAX_ROWS).map(|_| &rows[rng.below(rows.len())]).collect()
     } else {
