@@ -373,13 +373,15 @@ impl TwinEngine for Twin {
                     ));
                 }
             }
-            Load::Open { .. } => {
-                if let (Some(rate), Some([lo, hi])) = (load.offered_rate(), r.rate)
-                    && (rate < lo * 0.999 || rate > hi * 1.001)
-                {
+            Load::Open { .. } => match (load.offered_rate(), r.rate) {
+                (Some(rate), Some([lo, hi])) if rate < lo * 0.999 || rate > hi * 1.001 => {
                     out.push(format!("rate {rate:.3} req/s is beyond the measured {lo:.3}–{hi:.3}: extrapolated"));
                 }
-            }
+                (Some(rate), None) => out.push(format!(
+                    "arrivals at {rate:.3} req/s: the twin was fitted on closed loops only: extrapolated"
+                )),
+                _ => {}
+            },
         }
         if max_prompt > r.prompt_tokens[1] {
             out.push(format!(
