@@ -433,6 +433,14 @@ pub struct EngineArgs {
     /// Intake time per prompt token (tokenization) (default 0.5us).
     #[arg(long, value_name = "DURATION")]
     pub ingest_per_token: Option<String>,
+    /// Mean latency between the API server and the scheduler, passed by requests side by side
+    /// (default 2ms).
+    #[arg(long, value_name = "DURATION")]
+    pub frontend_latency: Option<String>,
+    /// Standard deviation of that latency, per request (default 2ms; 0 sends a burst into the
+    /// engine in lockstep).
+    #[arg(long, value_name = "DURATION")]
+    pub frontend_jitter: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -156,7 +156,7 @@ fn the_reduced_agreement_matrix() {
             // 146.9 simulated from run to run, the open front-end item of the digital-twin issue
             // (lockstep bursts that the real-time path's front end splits): 10% until it is
             // modelled for the built-in presets; every other figure holds 6%
-            let mean_band = if name == "sessions" && metric == "ttft_ms" { 0.10 } else { 0.06 };
+            let mean_band = 0.06;
             for (st, band) in [("mean", mean_band), ("p90", 0.10)] {
                 let (x, y) = (stat(&b, metric, st), stat(&s, metric, st));
                 assert!((x / y - 1.0).abs() <= band, "{name} {metric} {st}: bench {x:.2} vs sim {y:.2} (over {band})");

@@ -202,6 +202,8 @@ pub(super) fn efficiency(s: &mut EngineSpec, a: &EngineArgs) -> Result<(), Usage
     s.seq_overhead_s = seconds("--seq-overhead", &a.seq_overhead)?;
     s.ingest_s = seconds("--ingest-overhead", &a.ingest_overhead)?;
     s.ingest_per_token_s = seconds("--ingest-per-token", &a.ingest_per_token)?;
+    s.frontend_s = seconds("--frontend-latency", &a.frontend_latency)?;
+    s.frontend_jitter_s = seconds("--frontend-jitter", &a.frontend_jitter)?;
     Ok(())
 }
 

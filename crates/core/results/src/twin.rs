@@ -129,7 +129,16 @@ pub struct Twin {
     pub ranges: Ranges,
     /// What the training runs could not pin down, in words.
     pub unidentified: Vec<String>,
+    /// What makes the twin doubtful, in words: training runs it misses by more than
+    /// [`TRAINING_DISAGREES`] (the runs disagree with each other: the server's speed changed
+    /// between them, or it does what the twin does not model).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
+
+/// A twin that misses one of its own training runs' mean TTFT, mean TPOT or output throughput by
+/// more than this fraction warns.
+pub const TRAINING_DISAGREES: f64 = 0.25;
 
 /// A twin file that cannot be used: the file, and why.
 #[derive(Debug, thiserror::Error)]

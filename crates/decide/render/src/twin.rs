@@ -92,6 +92,12 @@ pub fn render_twin(t: &Twin) -> String {
             let _ = writeln!(o, "  - {u}");
         }
     }
+    if !t.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings");
+        for w in &t.warnings {
+            let _ = writeln!(o, "  - {w}");
+        }
+    }
     o
 }
 

@@ -28,6 +28,16 @@ pub struct Efficiency {
     pub ingest_s: f64,
     /// Intake time per prompt token (tokenization), seconds.
     pub ingest_per_token_s: f64,
+    /// The front end's latency beside the intake, seconds: what passes between the API server
+    /// taking a request and the engine scheduling it (the hand-over between processes, queues
+    /// polled between steps), which requests pass side by side, each with its own latency.
+    #[serde(default)]
+    pub frontend_s: f64,
+    /// Its standard deviation, seconds (log-normal with mean `frontend_s`: never negative). A
+    /// burst of equal requests sent together reaches a real scheduler spread over iterations by
+    /// it; without it a simulated burst stays in lockstep for ever.
+    #[serde(default)]
+    pub frontend_jitter_s: f64,
     /// Routed-expert matmuls of a mixture of experts (grouped GEMMs: many small per-expert
     /// batches) run at this share of the dense MFU.
     pub moe_gemm: f64,
@@ -49,6 +59,8 @@ impl Default for Efficiency {
             allreduce_latency_s: 15e-6,
             ingest_s: 500e-6,
             ingest_per_token_s: 0.5e-6,
+            frontend_s: 2e-3,
+            frontend_jitter_s: 2e-3,
             moe_gemm: 0.85,
             fp4_mfu: 0.34,
             fp4_mbu: 0.65,
@@ -67,6 +79,8 @@ impl Efficiency {
             allreduce_latency_s: 0.0,
             ingest_s: 0.0,
             ingest_per_token_s: 0.0,
+            frontend_s: 0.0,
+            frontend_jitter_s: 0.0,
             moe_gemm: 1.0,
             fp4_mfu: 1.0,
             fp4_mbu: 1.0,

@@ -356,10 +356,16 @@ impl ServingEngine for Engine {
         debug_assert!(!self.core.is_live(id), "sequence id {id} is live");
         let mut ready = self.intake_free_at.max(now) + self.intake_time(&r);
         self.intake_free_at = ready;
-        // a twin's front end: requests pass it side by side, each with its own latency
-        if let Some(f) = &self.cfg.fitted {
-            ready += f.frontend_delay(r.prompt_tokens as u64, r.seed ^ id.rotate_left(17));
-        }
+        // the front end (a twin's fitted one, or the preset's): requests pass it side by side,
+        // each with its own latency
+        let seed = r.seed ^ id.rotate_left(17);
+        ready += match &self.cfg.fitted {
+            Some(f) => f.frontend_delay(r.prompt_tokens as u64, seed),
+            None => {
+                let e = &self.cfg.efficiency;
+                crate::fitted::front_end_delay(e.frontend_s, e.frontend_jitter_s, seed)
+            }
+        };
         // room for every block it will hold, so that its table does not reallocate as it grows
         let reserve = self.reservation(&r);
         let tokens = (r.prompt_tokens as u64 + r.output_tokens as u64).max(reserve);
@@ -475,13 +481,15 @@ pub(crate) mod tests {
     use crate::catalog::Catalog;
 
     /// Llama-3.1-8B on an H100 whose memory is cut so that exactly `blocks` KV blocks fit; no
-    /// intake time (requests are schedulable when submitted).
+    /// intake time nor front end (requests are schedulable when submitted).
     pub(crate) fn small_engine(blocks: u32, tweak: impl FnOnce(&mut EngineConfig)) -> Engine {
         let c = Catalog::builtin();
         let mut cfg = EngineConfig::new(c.model("llama-3.1-8b").unwrap().clone(), c.gpu("h100").unwrap().clone());
         cfg.max_batched_tokens = 2048;
         cfg.efficiency.ingest_s = 0.0;
         cfg.efficiency.ingest_per_token_s = 0.0;
+        cfg.efficiency.frontend_s = 0.0;
+        cfg.efficiency.frontend_jitter_s = 0.0;
         tweak(&mut cfg);
         let full = cfg.plan().unwrap();
         let block_bytes = full.kv_bytes_per_token * cfg.block_size as f64;
@@ -547,6 +555,28 @@ pub(crate) mod tests {
         assert_eq!(out[1], Emit { seq: 1, tokens: 1, finished: true });
         e.start(end2);
         assert_eq!((e.next_event(), e.has_work()), (None, false));
+    }
+
+    #[test]
+    fn the_front_end_spreads_a_burst_of_equal_requests() {
+        // eight requests sent at once pass a front end of 2 ms ± 2 ms each: they reach the
+        // scheduler at eight different instants, the first one alone
+        let mut e = small_engine(1000, |c| {
+            c.efficiency.frontend_s = 2e-3;
+            c.efficiency.frontend_jitter_s = 2e-3;
+        });
+        for id in 0..8 {
+            e.submit(id, EngineRequest { seed: 11, ..req(100, 5) }, 0.0).unwrap();
+        }
+        let mut ready: Vec<f64> = e.intake.iter().map(|&(t, _)| t).collect();
+        assert!(ready.windows(2).all(|w| w[0] <= w[1]), "the intake is kept in order of readiness");
+        ready.dedup();
+        assert_eq!(ready.len(), 8, "{ready:?}");
+        assert!(ready.iter().all(|&t| t > 0.0));
+        let first = e.next_event().unwrap();
+        assert_eq!(first, ready[0]);
+        e.start(first);
+        assert_eq!(e.step.as_ref().unwrap().batch_seqs, 1);
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct EngineSpec {
     pub seq_overhead_s: Option<f64>,
     pub ingest_s: Option<f64>,
     pub ingest_per_token_s: Option<f64>,
+    pub frontend_s: Option<f64>,
+    pub frontend_jitter_s: Option<f64>,
     /// A digital twin's fitted engine (`--twin`).
     pub fitted: Option<crate::fitted::Fitted>,
 }
@@ -75,6 +77,8 @@ impl EngineSpec {
             seq_overhead_s: over.seq_overhead_s.or(self.seq_overhead_s),
             ingest_s: over.ingest_s.or(self.ingest_s),
             ingest_per_token_s: over.ingest_per_token_s.or(self.ingest_per_token_s),
+            frontend_s: over.frontend_s.or(self.frontend_s),
+            frontend_jitter_s: over.frontend_jitter_s.or(self.frontend_jitter_s),
             fitted: over.fitted.or(self.fitted),
         }
     }
@@ -165,6 +169,8 @@ impl EngineSpec {
             (self.seq_overhead_s, &mut e.seq_overhead_s),
             (self.ingest_s, &mut e.ingest_s),
             (self.ingest_per_token_s, &mut e.ingest_per_token_s),
+            (self.frontend_s, &mut e.frontend_s),
+            (self.frontend_jitter_s, &mut e.frontend_jitter_s),
         ];
         for (v, field) in given {
             if let Some(v) = v {

@@ -137,6 +137,37 @@ pub fn fit_steps(rows: &[StepRow], seed: u64) -> Option<StepFit> {
     Some(StepFit { coefs, rmse_s, rows: rows.len() })
 }
 
+/// A line `y = intercept + slope × x` with both non-negative (non-negative least squares), the
+/// standard deviation of what it leaves (with `n − 2` degrees of freedom, `n − 1` for a level
+/// alone), and the standard error of the slope. Where `x` does not vary, the slope is 0 and the
+/// intercept the mean (at least 0).
+struct Line {
+    intercept: f64,
+    slope: f64,
+    sd: f64,
+    slope_stderr: f64,
+    varied: bool,
+}
+
+fn line(xs: &[f64], ys: &[f64]) -> Line {
+    let n = xs.len() as f64;
+    let varied = xs.iter().any(|x| (x - xs[0]).abs() > 0.5);
+    let (intercept, slope) = if varied {
+        let hi = xs.iter().copied().fold(1.0, f64::max);
+        let a = Array2::from_shape_fn((xs.len(), 2), |(i, j)| if j == 0 { 1.0 } else { xs[i] / hi });
+        let (x, _) = nnls::nnls(a.view(), Array1::from(ys.to_vec()).view());
+        (x[0], x[1] / hi)
+    } else {
+        ((ys.iter().sum::<f64>() / n).max(0.0), 0.0)
+    };
+    let dof = if varied { (n - 2.0).max(1.0) } else { (n - 1.0).max(1.0) };
+    let ss = xs.iter().zip(ys).map(|(x, y)| (y - intercept - slope * x).powi(2)).sum::<f64>();
+    let sd = if xs.len() > 1 { (ss / dof).sqrt() } else { 0.0 };
+    let mx = xs.iter().sum::<f64>() / n;
+    let sxx = xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
+    Line { intercept, slope, sd, slope_stderr: if sxx > 0.0 { sd / sxx.sqrt() } else { 0.0 }, varied }
+}
+
 /// The front end: each idle arrival's time to first token less the fitted iteration that
 /// prefilled it, fitted (non-negative least squares) as a fixed latency plus a latency per
 /// prompt token (tokenization). Returns the two, the standard deviation of what they leave (the
@@ -147,76 +178,114 @@ pub fn front_end(arrivals: &[IdleArrival], coefs: &[f64; 5]) -> Option<FrontFit>
     }
     let f: Vec<f64> = arrivals.iter().map(|a| a.ttft_s - predict(coefs, &a.step)).collect();
     let prompts: Vec<f64> = arrivals.iter().map(|a| a.step.prefill_tokens).collect();
-    let varied = prompts.iter().any(|p| (p - prompts[0]).abs() > 0.5);
-    let (fixed, per_token) = if varied {
-        let scale = prompts.iter().copied().fold(1.0, f64::max);
-        let a = Array2::from_shape_fn((f.len(), 2), |(i, j)| if j == 0 { 1.0 } else { prompts[i] / scale });
-        let (x, _) = nnls::nnls(a.view(), Array1::from(f.clone()).view());
-        (x[0], x[1] / scale)
-    } else {
-        ((f.iter().sum::<f64>() / f.len() as f64).max(0.0), 0.0)
-    };
-    let n = f.len() as f64;
-    let resid: Vec<f64> = f.iter().zip(&prompts).map(|(x, p)| x - fixed - per_token * p).collect();
-    let sd = if f.len() > 1 { (resid.iter().map(|r| r * r).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
-    Some(FrontFit {
-        fixed_s: fixed,
-        per_token_s: per_token,
-        jitter_s: sd,
-        requests: f.len(),
-        per_token_identified: varied,
-    })
+    Some(front_fit(&prompts, &f, FrontSource::FirstToken))
+}
+
+fn front_fit(prompts: &[f64], latencies: &[f64], source: FrontSource) -> FrontFit {
+    let l = line(prompts, latencies);
+    FrontFit {
+        fixed_s: l.intercept,
+        per_token_s: l.slope,
+        jitter_s: l.sd,
+        requests: prompts.len(),
+        per_token_identified: l.varied,
+        source,
+    }
+}
+
+/// The front end read off the response headers, where the server answers them as soon as it has
+/// taken a request (llama.cpp's server and vLLM's do, for streams): the time to headers of
+/// requests that found it idle, as a fixed latency plus one per prompt token, with the spread
+/// they leave as the jitter. `None` where fewer than two idle arrivals carry the time, or where
+/// headers came with the first token (at least half of it, for the median arrival): the server
+/// then shows nothing of its front end apart from its prefill.
+pub fn front_end_from_headers(arrivals: &[IdleArrival]) -> Option<FrontFit> {
+    let seen: Vec<(f64, f64, f64)> = arrivals
+        .iter()
+        .filter_map(|a| a.headers_s.map(|h| (a.step.prefill_tokens, h.max(0.0), h / a.ttft_s.max(1e-12))))
+        .collect();
+    if seen.len() < 2 {
+        return None;
+    }
+    let mut share: Vec<f64> = seen.iter().map(|s| s.2).collect();
+    share.sort_by(f64::total_cmp);
+    if share[share.len() / 2] >= 0.5 {
+        return None;
+    }
+    let early: Vec<&(f64, f64, f64)> = seen.iter().filter(|s| s.2 < 0.5).collect();
+    let prompts: Vec<f64> = early.iter().map(|s| s.0).collect();
+    let latencies: Vec<f64> = early.iter().map(|s| s.1).collect();
+    Some(front_fit(&prompts, &latencies, FrontSource::Headers))
 }
 
 /// The prefill cost and the front end from requests that found the server idle, when their
 /// prompts vary: each one's time to first token, less the decode terms of the iteration that
 /// prefilled it, is `front end + prefill fixed cost + per token × prompt` (a line fitted by
 /// non-negative least squares: the cleanest view of prefill a server gives, where prefilling
-/// iterations among running decodes are few or noisy). The line's intercept is split between
-/// the prefill's fixed cost (the median of what the timed prefilling iterations leave, when
-/// there are some) and the front end.
+/// iterations among running decodes are few or noisy). With the front end known from the
+/// headers (`front`), each arrival's own time to headers is taken off first and the line's intercept is the prefill's fixed
+/// cost; without, the intercept is split between the prefill's fixed cost (the median of what
+/// the timed prefilling iterations leave, when there are some) and the front end.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IdlePrefill {
     pub per_token_s: f64,
     pub per_token_stderr_s: f64,
     pub fixed_s: f64,
     pub front_end_s: f64,
+    /// What the line leaves: the spread of an idle request's time to first token that neither
+    /// the prompt nor the front end explains (the server's own variance), seconds.
     pub jitter_s: f64,
     pub requests: usize,
 }
 
 /// See [`IdlePrefill`]; `None` without at least two idle arrivals whose prompts differ by half.
-pub fn prefill_from_idle(arrivals: &[IdleArrival], steps: &[StepRow], coefs: &[f64; 5]) -> Option<IdlePrefill> {
+pub fn prefill_from_idle(
+    arrivals: &[IdleArrival],
+    steps: &[StepRow],
+    coefs: &[f64; 5],
+    front: Option<&FrontFit>,
+) -> Option<IdlePrefill> {
     let xs: Vec<f64> = arrivals.iter().map(|a| a.step.prefill_tokens).collect();
     let (lo, hi) = xs.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
     if arrivals.len() < 2 || !(hi >= 1.5 * lo && lo > 0.0) {
         return None;
     }
     let decode = |r: &StepRow| coefs[3] * r.decode_seqs + coefs[4] * r.context_tokens;
-    let ys: Vec<f64> = arrivals.iter().map(|a| a.ttft_s - decode(&a.step)).collect();
-    let a = Array2::from_shape_fn((xs.len(), 2), |(i, j)| if j == 0 { 1.0 } else { xs[i] / hi });
-    let (x, _) = nnls::nnls(a.view(), Array1::from(ys.clone()).view());
-    let (intercept, per_token) = (x[0], x[1] / hi);
-    let n = xs.len() as f64;
-    let resid: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| y - intercept - per_token * x).collect();
-    let sd = (resid.iter().map(|r| r * r).sum::<f64>() / (n - 2.0).max(1.0)).sqrt();
-    let mx = xs.iter().sum::<f64>() / n;
-    let sxx = xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
-    let mut left: Vec<f64> = steps
-        .iter()
-        .filter(|r| r.prefill_tokens > 0.0)
-        .map(|r| r.seconds - per_token * r.prefill_tokens - decode(r))
-        .collect();
-    left.sort_by(f64::total_cmp);
-    let fixed = left.get(left.len() / 2).copied().unwrap_or(0.0).clamp(0.0, intercept);
+    let front_at = |p: f64| front.map_or(0.0, |f| f.fixed_s + f.per_token_s * p);
+    // each arrival's own time to headers where the front end was read there, else the line
+    let front_of = |a: &IdleArrival| match (front, a.headers_s) {
+        (Some(f), Some(h)) if f.source == FrontSource::Headers && h < 0.5 * a.ttft_s => h.max(0.0),
+        _ => front_at(a.step.prefill_tokens),
+    };
+    let ys: Vec<f64> = arrivals.iter().map(|a| a.ttft_s - decode(&a.step) - front_of(a)).collect();
+    let l = line(&xs, &ys);
+    let fixed = if front.is_some() {
+        l.intercept
+    } else {
+        let mut left: Vec<f64> = steps
+            .iter()
+            .filter(|r| r.prefill_tokens > 0.0)
+            .map(|r| r.seconds - l.slope * r.prefill_tokens - decode(r))
+            .collect();
+        left.sort_by(f64::total_cmp);
+        left.get(left.len() / 2).copied().unwrap_or(0.0).clamp(0.0, l.intercept)
+    };
     Some(IdlePrefill {
-        per_token_s: per_token,
-        per_token_stderr_s: if sxx > 0.0 { sd / sxx.sqrt() } else { 0.0 },
+        per_token_s: l.slope,
+        per_token_stderr_s: l.slope_stderr,
         fixed_s: fixed,
-        front_end_s: intercept - fixed,
-        jitter_s: sd,
+        front_end_s: if front.is_some() { front_at(0.0) } else { l.intercept - fixed },
+        jitter_s: l.sd,
         requests: xs.len(),
     })
+}
+
+/// Where the front end was read: off the response headers, or off the first token less the
+/// fitted prefill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrontSource {
+    Headers,
+    FirstToken,
 }
 
 /// The front end's fit.
@@ -227,6 +296,7 @@ pub struct FrontFit {
     pub jitter_s: f64,
     pub requests: usize,
     pub per_token_identified: bool,
+    pub source: FrontSource,
 }
 
 #[cfg(test)]
@@ -274,15 +344,16 @@ mod tests {
         let coefs = [3e-3, 1e-3, 1e-5, 0.0, 0.0];
         // prefill of 100 tokens: 1 ms + 1 ms; TTFTs 7 and 9 ms: front end 5 and 7 ms
         let step = StepRow { prefill_tokens: 100.0, decode_seqs: 0.0, context_tokens: 0.0, seconds: 0.0 };
-        let a = [IdleArrival { ttft_s: 7e-3, step }, IdleArrival { ttft_s: 9e-3, step }];
+        let a =
+            [IdleArrival { ttft_s: 7e-3, headers_s: None, step }, IdleArrival { ttft_s: 9e-3, headers_s: None, step }];
         let f = front_end(&a, &coefs).unwrap();
         assert!((f.fixed_s - 6e-3).abs() < 1e-12 && (f.jitter_s - 2f64.sqrt() * 1e-3).abs() < 1e-12);
         assert_eq!((f.requests, f.per_token_s, f.per_token_identified), (2, 0.0, false));
         // 100 and 300 prompt tokens, 5 µs each on top of 2 ms: recovered exactly, no jitter
         let b = StepRow { prefill_tokens: 300.0, ..step };
         let two = [
-            IdleArrival { ttft_s: 2e-3 + 5e-4 + 2e-3, step },
-            IdleArrival { ttft_s: 2e-3 + 15e-4 + (1e-3 + 3e-3), step: b },
+            IdleArrival { ttft_s: 2e-3 + 5e-4 + 2e-3, headers_s: None, step },
+            IdleArrival { ttft_s: 2e-3 + 15e-4 + (1e-3 + 3e-3), headers_s: None, step: b },
         ];
         let f = front_end(&two, &coefs).unwrap();
         assert!((f.fixed_s - 2e-3).abs() < 1e-9 && (f.per_token_s - 5e-6).abs() < 1e-12 && f.jitter_s < 1e-9, "{f:?}");
@@ -296,15 +367,42 @@ mod tests {
         let row = |p: f64, d: f64| StepRow { prefill_tokens: p, decode_seqs: d, context_tokens: 0.0, seconds: 0.0 };
         let arrivals: Vec<IdleArrival> = [100.0, 400.0, 100.0, 400.0]
             .into_iter()
-            .map(|p| IdleArrival { ttft_s: 5e-3 + 2e-3 + 1e-5 * p, step: row(p, 0.0) })
+            .map(|p| IdleArrival { ttft_s: 5e-3 + 2e-3 + 1e-5 * p, headers_s: None, step: row(p, 0.0) })
             .collect();
         // a timed prefilling iteration among 3 decodes: 2 ms + 300 × 10 µs + 0.3 ms
         let steps = [StepRow { seconds: 2e-3 + 3e-3 + 3e-4, ..row(300.0, 3.0) }];
-        let p = prefill_from_idle(&arrivals, &steps, &coefs).unwrap();
+        let p = prefill_from_idle(&arrivals, &steps, &coefs, None).unwrap();
         assert!((p.per_token_s - 1e-5).abs() < 1e-12, "{p:?}");
         assert!((p.fixed_s - 2e-3).abs() < 1e-9 && (p.front_end_s - 5e-3).abs() < 1e-9, "{p:?}");
         assert!(p.jitter_s < 1e-9 && p.requests == 4);
         // prompts that do not vary by half identify nothing
-        assert_eq!(prefill_from_idle(&arrivals[..1], &steps, &coefs), None);
+        assert_eq!(prefill_from_idle(&arrivals[..1], &steps, &coefs, None), None);
+    }
+
+    #[test]
+    fn the_front_end_read_off_the_headers_by_hand() {
+        // headers 1 ms + 10 µs per prompt token after the send, ±0.5 ms; first tokens 2 ms +
+        // 100 µs per token after the headers
+        let row = |p: f64| StepRow { prefill_tokens: p, decode_seqs: 0.0, context_tokens: 0.0, seconds: 0.0 };
+        let arrivals: Vec<IdleArrival> = [(100.0, 5e-4), (100.0, -5e-4), (300.0, 5e-4), (300.0, -5e-4)]
+            .into_iter()
+            .map(|(p, j)| {
+                let h = 1e-3 + 1e-5 * p + j;
+                IdleArrival { ttft_s: h + 2e-3 + 1e-4 * p, headers_s: Some(h), step: row(p) }
+            })
+            .collect();
+        let f = front_end_from_headers(&arrivals).unwrap();
+        assert_eq!((f.source, f.requests), (FrontSource::Headers, 4));
+        // the line through the pairs' means; residuals ±0.5 ms with 2 degrees of freedom
+        assert!((f.fixed_s - 1e-3).abs() < 1e-12 && (f.per_token_s - 1e-5).abs() < 1e-14, "{f:?}");
+        assert!((f.jitter_s - (4.0 * 0.25e-6 / 2.0f64).sqrt()).abs() < 1e-12, "{f:?}");
+        // with it taken off, the idle line is the prefill alone: 2 ms + 100 µs per token
+        let p = prefill_from_idle(&arrivals, &[], &[0.0; 5], Some(&f)).unwrap();
+        assert!((p.fixed_s - 2e-3).abs() < 1e-9 && (p.per_token_s - 1e-4).abs() < 1e-12, "{p:?}");
+        assert!((p.front_end_s - 1e-3).abs() < 1e-12 && p.jitter_s < 1e-9, "{p:?}");
+        // headers that come with the first token show no front end
+        let late: Vec<IdleArrival> = arrivals.iter().map(|a| IdleArrival { headers_s: Some(a.ttft_s), ..*a }).collect();
+        assert_eq!(front_end_from_headers(&late), None);
+        assert_eq!(front_end_from_headers(&arrivals[..1]), None);
     }
 }

@@ -15,8 +15,8 @@ pub mod validate;
 
 use goodput_engine::{EngineSpec, Fitted, FittedStep, Scheduling};
 use goodput_results::twin::{
-    FrontEnd, Limit, Param, Ranges, SchedulerParams, StepParams, TWIN_SCHEMA_VERSION, TrainingRun, Twin,
-    UNSEEN_KV_TOKENS,
+    FrontEnd, Limit, Param, Ranges, SchedulerParams, StepParams, TRAINING_DISAGREES, TWIN_SCHEMA_VERSION, TrainingRun,
+    Twin, UNSEEN_KV_TOKENS,
 };
 use goodput_results::{Run, Target};
 use goodput_workload::{Arrivals, Load};
@@ -92,7 +92,7 @@ fn check_runs(runs: &[NamedRun]) -> Result<(String, Option<String>), TwinError> 
                     .into(),
             ));
         }
-        if r.run.requests.iter().all(|q| q.input_tokens.is_none()) {
+        if r.run.requests.iter().all(|q| observe::prompt_sent(q).is_none()) {
             return Err(TwinError::Refused(r.file.into(), "the records carry no prompt lengths".into()));
         }
     }
@@ -177,7 +177,7 @@ fn seen(runs: &[NamedRun]) -> Seen {
             s.ranges.rate = Some(s.ranges.rate.map_or([x, x], |[lo, hi]| [lo.min(x), hi.max(x)]));
         }
         for q in r.run.requests.iter().filter(|q| q.is_success()) {
-            let (p, out) = (q.input_tokens.unwrap_or(0), q.output_tokens.unwrap_or(0));
+            let (p, out) = (observe::prompt_sent(q).unwrap_or(0), q.output_tokens.unwrap_or(0));
             let r = &mut s.ranges;
             r.prompt_tokens = [r.prompt_tokens[0].min(p), r.prompt_tokens[1].max(p)];
             r.output_tokens = [r.output_tokens[0].min(out), r.output_tokens[1].max(out)];
@@ -194,7 +194,8 @@ pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
     let Seen { steps, idle, ranges, mixed, alone, running, queued, max_prefill, mut per_event, context } = seen(runs);
     let mut f = fit::fit_steps(&steps, 7).ok_or(TwinError::NoIterations)?;
     let decode_coefs: [f64; 5] = std::array::from_fn(|j| f.coefs[j].value);
-    let idle_prefill = fit::prefill_from_idle(&idle, &steps, &decode_coefs);
+    let headers_front = fit::front_end_from_headers(&idle);
+    let idle_prefill = fit::prefill_from_idle(&idle, &steps, &decode_coefs, headers_front.as_ref());
     if let Some(p) = idle_prefill {
         f.coefs[1] = fit::Coef { value: p.fixed_s, stderr: f.coefs[1].stderr.min(p.jitter_s), identified: true };
         f.coefs[2] = fit::Coef { value: p.per_token_s, stderr: p.per_token_stderr_s, identified: true };
@@ -213,8 +214,15 @@ pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
             unidentified.push(why.to_string());
         }
     }
-    let front = match (idle_prefill, fit::front_end(&idle, &coefs)) {
-        (Some(p), _) => FrontEnd {
+    let from_fit = |f: fit::FrontFit| FrontEnd {
+        latency_s: Param { value: f.fixed_s, stderr: f.jitter_s / (f.requests as f64).sqrt(), identified: true },
+        per_prompt_token_s: f.per_token_s,
+        jitter_s: f.jitter_s,
+        requests: f.requests,
+    };
+    let front = match (headers_front, idle_prefill, fit::front_end(&idle, &coefs)) {
+        (Some(h), _, _) => from_fit(h),
+        (None, Some(p), _) => FrontEnd {
             latency_s: Param {
                 value: p.front_end_s,
                 stderr: p.jitter_s / (p.requests as f64).sqrt(),
@@ -224,13 +232,8 @@ pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
             jitter_s: p.jitter_s,
             requests: p.requests,
         },
-        (None, Some(f)) => FrontEnd {
-            latency_s: Param { value: f.fixed_s, stderr: f.jitter_s / (f.requests as f64).sqrt(), identified: true },
-            per_prompt_token_s: f.per_token_s,
-            jitter_s: f.jitter_s,
-            requests: f.requests,
-        },
-        (None, None) => {
+        (None, None, Some(f)) => from_fit(f),
+        (None, None, None) => {
             unidentified.push("front_end: no request found the server idle (train one run at concurrency 1)".into());
             FrontEnd {
                 latency_s: Param { value: 0.0, stderr: 0.0, identified: false },
@@ -284,9 +287,38 @@ pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
         training: Vec::new(),
         ranges,
         unidentified,
+        warnings: Vec::new(),
     };
-    twin.training = training_errors(&twin, runs);
+    check_training(&mut twin, runs);
     Ok(twin)
+}
+
+/// The twin's error on each training run, and a warning for each run it misses by more than
+/// [`TRAINING_DISAGREES`].
+fn check_training(twin: &mut Twin, runs: &[NamedRun]) {
+    twin.training = training_errors(twin, runs);
+    twin.warnings = twin
+        .training
+        .iter()
+        .filter_map(|t| {
+            let off: Vec<String> =
+                [("TTFT", t.ttft_mean_ratio), ("TPOT", t.tpot_mean_ratio), ("output throughput", t.throughput_ratio)]
+                    .into_iter()
+                    .filter(|(_, r)| r.is_some_and(|r| (r - 1.0).abs() > TRAINING_DISAGREES))
+                    .map(|(m, r)| format!("{m} ×{:.2}", r.unwrap_or(f64::NAN)))
+                    .collect();
+            (!off.is_empty()).then(|| {
+                format!(
+                    "{} ({}): the twin misses its own training run ({}): the runs disagree with each other (did the \
+                     server's speed change between them, or does it do what the twin does not model?); predictions \
+                     inherit it",
+                    t.file,
+                    t.load,
+                    off.join(", ")
+                )
+            })
+        })
+        .collect();
 }
 
 /// The engine a twin stands for, and what a prediction with it extrapolates.
@@ -405,5 +437,5 @@ pub fn give_max_num_seqs(twin: &mut Twin, n: u32, runs: &[NamedRun]) {
     twin.scheduler.max_num_seqs = Limit { value: n as u64, identified: true };
     twin.unidentified.retain(|u| !u.starts_with("max_num_seqs"));
     twin.unidentified.push(format!("max_num_seqs: {n}, given (--max-num-seqs), not fitted"));
-    twin.training = training_errors(twin, runs);
+    check_training(twin, runs);
 }

@@ -36,6 +36,9 @@ pub struct StepRow {
 pub struct IdleArrival {
     /// Time to first token, seconds.
     pub ttft_s: f64,
+    /// Time to the response's headers, seconds, when the record has it: a server that answers
+    /// headers as soon as it has taken a streaming request shows its front end here.
+    pub headers_s: Option<f64>,
     /// The iteration that produced its first token.
     pub step: StepRow,
 }
@@ -66,6 +69,14 @@ pub struct Observed {
     pub left_out: usize,
 }
 
+/// The prompt as the client sent it, in the client's tokens (the server's count where the client
+/// did not count): the twin prices what a plan asks for, so a server's chat template and its own
+/// tokenizer fold into the fitted costs instead of being missed by a prediction made from the
+/// plan's prompt lengths.
+pub fn prompt_sent(r: &RequestRecord) -> Option<u64> {
+    r.input_tokens_client.or(r.input_tokens)
+}
+
 /// The clustering window: events of one iteration end arrive within this of each other.
 fn window_ms(records: &[&RequestRecord]) -> f64 {
     let mut gaps: Vec<f64> =
@@ -82,7 +93,7 @@ fn window_ms(records: &[&RequestRecord]) -> f64 {
 pub fn observe(records: &[RequestRecord]) -> Observed {
     let usable: Vec<&RequestRecord> = records
         .iter()
-        .filter(|r| r.is_success() && !r.event_ms.is_empty() && r.sent_ms.is_some() && r.input_tokens.is_some())
+        .filter(|r| r.is_success() && !r.event_ms.is_empty() && r.sent_ms.is_some() && prompt_sent(r).is_some())
         .collect();
     let mut o = Observed { streams: usable.len(), left_out: records.len() - usable.len(), ..Default::default() };
     if usable.is_empty() {
@@ -151,11 +162,13 @@ pub fn observe(records: &[RequestRecord]) -> Observed {
         {
             o.steps.push(StepRow { seconds: (end - start) / 1e3, ..step });
         }
-        // a first token with nothing generated since its request was sent: an idle server
-        for &x in &firsts {
+        // a first token alone, with nothing generated since its request was sent, nor another
+        // request sent meanwhile (whose intake would share the server's time): an idle server
+        for &x in firsts.iter().filter(|_| firsts.len() == 1) {
             let sent = s.sent_ms[x];
-            if prev_end.is_none_or(|p| p <= sent) && !s.busy_between(sent, end - eps) {
-                o.idle_arrivals.push(IdleArrival { ttft_s: (s.first_ms[x] - sent) / 1e3, step });
+            if prev_end.is_none_or(|p| p <= sent) && !s.busy_between(sent, end - eps) && !s.sent_within(sent, end) {
+                let headers_s = s.headers_ms[x].map(|h| (h - sent) / 1e3);
+                o.idle_arrivals.push(IdleArrival { ttft_s: (s.first_ms[x] - sent) / 1e3, headers_s, step });
             }
         }
         prev_end = Some(end);
@@ -169,6 +182,9 @@ pub fn observe(records: &[RequestRecord]) -> Observed {
 /// streams sorted by first event with the latest last event among them so far.
 struct Streams {
     sent_ms: Vec<f64>,
+    /// `sent_ms`, sorted.
+    sent_sorted: Vec<f64>,
+    headers_ms: Vec<Option<f64>>,
     first_ms: Vec<f64>,
     last_ms: Vec<f64>,
     prompt: Vec<f64>,
@@ -194,7 +210,13 @@ impl Streams {
             .collect();
         Streams {
             sent_ms: usable.iter().map(|r| r.sent_ms.expect("filtered")).collect(),
-            prompt: usable.iter().map(|r| r.input_tokens.expect("filtered") as f64).collect(),
+            headers_ms: usable.iter().map(|r| r.headers_ms).collect(),
+            sent_sorted: {
+                let mut v: Vec<f64> = usable.iter().map(|r| r.sent_ms.expect("filtered")).collect();
+                v.sort_by(f64::total_cmp);
+                v
+            },
+            prompt: usable.iter().map(|r| prompt_sent(r).expect("filtered") as f64).collect(),
             first_ms,
             last_ms,
             by_first,
@@ -209,11 +231,16 @@ impl Streams {
         n > 0 && self.latest_last[n - 1] >= to
     }
 
+    /// Some request was sent after `from` and before `to`.
+    fn sent_within(&self, from: f64, to: f64) -> bool {
+        let i = self.sent_sorted.partition_point(|&t| t <= from);
+        self.sent_sorted.get(i).is_some_and(|&t| t < to)
+    }
+
     /// Iteration ends at which a request had waited long for its first token while the most
     /// sequences ever seen together were generating: it queued for a sequence slot.
     fn queued_at(&self, clusters: &[std::ops::Range<usize>], events: &[Event], max_running: u32, eps: f64) -> u32 {
-        let mut sent: Vec<f64> = self.sent_ms.clone();
-        sent.sort_by(f64::total_cmp);
+        let sent = &self.sent_sorted;
         let mut first = self.first_ms.clone();
         first.sort_by(f64::total_cmp);
         let mut generating = Sweep::new(&self.first_ms, &self.last_ms);

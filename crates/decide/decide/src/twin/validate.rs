@@ -88,10 +88,9 @@ pub fn check(twin: &Twin, file: &str, measured: &Run) -> Result<(RunCheck, Run),
         });
     }
     let load = measured.load.clone().unwrap_or_else(|| measured.plan.load.load.clone());
-    let (max_prompt, max_output) = measured
-        .requests
-        .iter()
-        .fold((0, 0), |(a, b), r| (a.max(r.input_tokens.unwrap_or(0)), b.max(r.output_tokens.unwrap_or(0))));
+    let (max_prompt, max_output) = measured.requests.iter().fold((0, 0), |(a, b), r| {
+        (a.max(super::observe::prompt_sent(r).unwrap_or(0)), b.max(r.output_tokens.unwrap_or(0)))
+    });
     let target = match &measured.target {
         Target::Url { url, .. } => url.clone(),
         t => t.label(),
