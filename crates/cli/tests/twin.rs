@@ -179,4 +179,15 @@ fn runs_of_two_servers_simulated_runs_and_runs_without_token_times_are_refused()
         assert!(named.iter().any(|u| u.starts_with(p)), "{p}: {named:?}");
     }
     assert!(text(&o.stdout).contains("not identified"), "{}", text(&o.stdout));
+    // a run the client could not keep up with: the twin is written, and says it models the client
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&one).unwrap()).unwrap();
+    doc["runs"][0]["summary"]["verdict"] = "client_bound".into();
+    let bound = dir.join("bound.json");
+    std::fs::write(&bound, serde_json::to_string(&doc).unwrap()).unwrap();
+    let o = run(&["fit", bound.to_str().unwrap(), "--out", twin.to_str().unwrap()], LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("bound.json: the run was client-bound"), "{}", text(&o.stdout));
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&twin).unwrap()).unwrap();
+    assert!(twin_schema_errors(&t).is_empty(), "{:?}", twin_schema_errors(&t));
+    assert!(t["warnings"][0].as_str().unwrap().contains("client-bound"), "{t}");
 }

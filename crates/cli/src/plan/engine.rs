@@ -40,8 +40,9 @@ pub fn engine_plan(model: Option<&str>, a: &EngineArgs) -> Result<EnginePlan, Us
         Some(path) => {
             let twin = read_twin(path)?;
             let mut arch = arch;
-            arch.name = twin.model.clone().unwrap_or_else(|| format!("twin of {}", twin.server));
-            (goodput_decide::twin::TwinEngine::engine_spec(&twin).overlay(spec), arch)
+            use goodput_decide::twin::TwinEngine;
+            arch.name = twin.model_name();
+            (twin.engine_spec().overlay(spec), arch)
         }
         None => (spec, arch),
     };

@@ -294,10 +294,20 @@ pub fn fit_twin(runs: &[NamedRun], version: &str) -> Result<Twin, TwinError> {
 }
 
 /// The twin's error on each training run, and a warning for each run it misses by more than
-/// [`TRAINING_DISAGREES`].
+/// [`TRAINING_DISAGREES`] and for each run the client could not keep up with (its timings are
+/// then partly the client's, and so is the twin).
 fn check_training(twin: &mut Twin, runs: &[NamedRun]) {
     twin.training = training_errors(twin, runs);
-    twin.warnings = twin
+    let client_bound =
+        runs.iter().filter(|r| r.run.summary.verdict == goodput_metrics::ClientVerdict::ClientBound).map(|r| {
+            format!(
+                "{}: the run was client-bound (the load generator fell behind its schedule): its timings are partly \
+                 the client's, and so is the twin; measure it again with more client CPU or a lighter load",
+                r.file
+            )
+        });
+    twin.warnings = client_bound.collect();
+    let missed: Vec<String> = twin
         .training
         .iter()
         .filter_map(|t| {
@@ -319,11 +329,14 @@ fn check_training(twin: &mut Twin, runs: &[NamedRun]) {
             })
         })
         .collect();
+    twin.warnings.extend(missed);
 }
 
 /// The engine a twin stands for, and what a prediction with it extrapolates.
 pub trait TwinEngine {
     fn engine_spec(&self) -> EngineSpec;
+    /// The name a prediction gives the model: the measured server's model, else the server.
+    fn model_name(&self) -> String;
     fn beyond(&self, load: &Load, max_prompt: u64, max_output: u64, max_num_seqs_given: bool) -> Vec<String>;
 }
 
@@ -352,6 +365,10 @@ fn training_errors(twin: &Twin, runs: &[NamedRun]) -> Vec<TrainingRun> {
 }
 
 impl TwinEngine for Twin {
+    fn model_name(&self) -> String {
+        self.model.clone().unwrap_or_else(|| format!("twin of {}", self.server))
+    }
+
     /// The engine this twin stands for: its fitted step cost, front end and scheduler; flags
     /// given on top of it (what-ifs) override what they name.
     fn engine_spec(&self) -> EngineSpec {

@@ -15,7 +15,9 @@ use super::TwinEngine;
 /// engine.
 pub fn predict(twin: &Twin, run: &Run) -> Result<Run, StageError> {
     let spec = twin.engine_spec();
-    let model = goodput_engine::Catalog::builtin().model("llama-3.1-8b").expect("built in").clone();
+    // the fitted step cost prices the iterations: the catalog model only carries the name
+    let mut model = goodput_engine::Catalog::builtin().model("llama-3.1-8b").expect("built in").clone();
+    model.name = twin.model_name();
     let gpu = goodput_engine::Catalog::builtin().gpu("h100").expect("built in").clone();
     let engine = goodput_results::EnginePlan::new(spec.build(model, gpu)).map_err(StageError::Engine)?;
     let mut plan = run.plan.clone();
