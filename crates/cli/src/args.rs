@@ -194,6 +194,10 @@ pub struct PlanArgs {
     /// one decode instance over NVLink), no-prefix-caching, prefill-first.
     #[arg(long, value_name = "LIST", default_value = "baseline")]
     pub mechanisms: String,
+    /// The draft model of the spec mechanism, a catalog name (default: the smallest catalog model
+    /// sharing the target's tokenizer, e.g. llama-3.2-1b for Llama 3).
+    #[arg(long, value_name = "MODEL")]
+    pub draft: Option<String>,
     /// Workload and SLO preset: chat, enterprise, summarize, batch (explicit flags override it).
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
@@ -296,11 +300,12 @@ pub struct CapacityArgs {
     /// First rate tried, req/s; it is doubled or halved until the capacity is bracketed.
     #[arg(long, default_value_t = 1.0, value_name = "R")]
     pub start_rate: f64,
-    /// Most search steps.
-    #[arg(long, default_value_t = 12, value_name = "N")]
+    /// Most search steps (a step run again longer because its trend was unclear counts once).
+    #[arg(long, default_value_t = 16, value_name = "N")]
     pub max_steps: u32,
-    /// Stop bisecting when the bracket is narrower than this share of the rate.
-    #[arg(long, default_value_t = 0.05, value_name = "F")]
+    /// Stop bisecting when the bracket is narrower than this share of the rate: the capacity is
+    /// printed ± half of it (default 0.04: ±2%).
+    #[arg(long, default_value_t = 0.04, value_name = "F")]
     pub precision: f64,
     /// Each step sends at least rate × this many seconds of arrivals (and at least --requests),
     /// so that a step reaches its steady state [default: 10s measured, 600s with --sim].

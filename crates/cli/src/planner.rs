@@ -151,6 +151,9 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
             return Err(usage("--html", "must differ from --out"));
         }
     }
+    if let Some(d) = &a.draft {
+        catalog.model(d).map_err(|e| usage("--draft", e))?;
+    }
     let search = PlanSearch {
         model,
         catalog,
@@ -169,6 +172,7 @@ fn validate(a: &PlanArgs) -> Result<Planned, UsageError> {
         money,
         preset: preset.map(|p| p.name.to_string()),
         shard,
+        draft: a.draft.clone(),
     };
     // the workload must fit at least one candidate's engine
     if !search.candidates.iter().any(|c| search.engine(c).is_ok())

@@ -120,10 +120,11 @@ fn check_capacity(d: &Value, target: f64) -> f64 {
     assert!(at["attainment"].as_f64().unwrap() >= target);
     let above = curve.iter().find(|p| {
         let r = p["rate"].as_f64().unwrap();
-        r > rate && r <= 1.2 * rate && p["attainment"].as_f64().unwrap() < target
+        r > rate && r <= 1.2 * rate && (p["attainment"].as_f64().unwrap() < target || p["saturated"] == true)
     });
-    assert!(above.is_some(), "a rate within 20% above {rate} falls below the target: {curve:?}");
-    assert_eq!(d["runs"].as_array().unwrap().len(), curve.len(), "one run per step");
+    assert!(above.is_some(), "a rate within 20% above {rate} falls below the target or saturates: {curve:?}");
+    // one run per step: a rate run again longer keeps its last step on the curve
+    assert!(d["runs"].as_array().unwrap().len() >= curve.len());
     assert!(c["answer"].as_str().unwrap().starts_with("At most"));
     rate
 }
@@ -149,6 +150,52 @@ fn capacity_in_virtual_time() {
     let rate = check_capacity(&d, 0.99);
     assert_eq!(d["capacity"]["per_gpu"].as_f64().unwrap(), rate, "one GPU");
     assert!(stdout.contains("keeps 99% of requests within TTFT ≤ 200 ms and TPOT ≤ 30 ms"), "{stdout}");
+}
+
+/// The planner issue's case: a 70B model on two H100s under TensorRT-LLM's preset, whose batch
+/// admits every request at once, so that above its capacity TTFT stays low for minutes while the
+/// streams slow down and then pile up. With 120 s steps the search used to report 19.5 req/s,
+/// where a 600 s run saturates (TTFT p50 22 s); the capacity it reports now holds for 600 s: no
+/// saturation (at 18 req/s, 600 s runs kept 47–79% of requests within the SLO, p99 TTFT 7–15 s;
+/// at the capacity itself the edge still shows: one seed of four kept 98.8%, p99 TTFT 2.1 s).
+#[test]
+fn a_reported_capacity_holds_for_ten_minutes() {
+    let w = [
+        "--model",
+        "llama-2-70b",
+        "--gpu",
+        "h100",
+        "--tp",
+        "2",
+        "--dtype",
+        "fp8",
+        "--engine",
+        "trtllm",
+        "--slo-preset",
+        "mlperf-llama2-70b",
+        "--input-tokens",
+        "lognormal:300,150",
+        "--output-tokens",
+        "lognormal:294,250",
+    ];
+    let mut args = vec!["capacity", "--sim", "--start-rate", "8", "--step-time", "120s"];
+    args.extend_from_slice(&w);
+    let (d, stdout) = run_ok("cap70", &args, Duration::from_secs(300));
+    let rate = d["capacity"]["rate"].as_f64().unwrap();
+    // bisected to ±2%
+    assert!(d["capacity"]["uncertainty"].as_f64().unwrap() <= 0.02 * rate + 1e-9, "{stdout}");
+    let curve = d["capacity"]["curve"].as_array().unwrap();
+    assert!(curve.iter().all(|p| p["queue_trend"].is_string()), "every step judged");
+    let r = format!("{rate}");
+    for seed in ["1", "2", "3"] {
+        let mut a = vec!["sim", "--rate", &r, "--duration", "600s", "--seed", seed];
+        a.extend_from_slice(&w);
+        let (s, _) = run_ok("cap70-600", &a, Duration::from_secs(300));
+        let sum = &s["runs"][0]["summary"];
+        let att = sum["slo"]["attainment"].as_f64().unwrap();
+        assert!(att >= 0.97, "600 s at the reported {rate} req/s: attainment {att}\n{stdout}");
+        assert!(sum["ttft_ms"]["p99"].as_f64().unwrap() < 5000.0, "{sum}");
+    }
 }
 
 #[test]

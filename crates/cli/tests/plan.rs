@@ -59,6 +59,10 @@ fn a_small_plan_ranks_prices_and_explains() {
     assert_eq!(unfit.len(), 1, "{plan}");
     assert_eq!((unfit[0]["gpu"].as_str(), unfit[0]["tp"].as_u64()), (Some("h100"), Some(1)));
     assert!(unfit[0]["reason"].as_str().unwrap().starts_with("cannot run: llama-3.1-70b"), "{}", unfit[0]["reason"]);
+    // it is already fp8: the reason does not tell it to use fp8, and no break-even is priced under it
+    assert!(!unfit[0]["reason"].as_str().unwrap().contains("--dtype fp8"), "{}", unfit[0]["reason"]);
+    assert!(unfit[0]["break_even_hours"].is_null(), "{}", unfit[0]);
+    assert!(!unfit[0]["reason"].as_str().unwrap().contains("--dtype fp4"), "h100 has no FP4: {}", unfit[0]["reason"]);
     assert_eq!(c.last().unwrap()["fits"], false);
     // the others serve, ranked by cost per million output tokens, each priced and explained
     let serving: Vec<_> = c.iter().filter(|x| x["capacity"].is_number()).collect();
@@ -75,6 +79,10 @@ fn a_small_plan_ranks_prices_and_explains() {
         let need = (20.0 / x["capacity"].as_f64().unwrap()).ceil();
         assert_eq!(x["replicas_for_target"].as_f64().unwrap(), need);
         assert!(x["reason"].as_str().unwrap().starts_with("capacity "));
+        // what it served, and its output per GPU
+        assert!(x["served_requests_per_s"].as_f64().unwrap() >= 0.95 * x["capacity"].as_f64().unwrap(), "{x}");
+        let per_gpu = x["output_tokens_per_s_per_gpu"].as_f64().unwrap();
+        assert!((per_gpu * gpus - tok).abs() < 1e-9 * tok, "{x}");
         if x["gpu"] == "h100" {
             assert_eq!(price, 2.99, "--price overrides the default");
             // $30,000 ÷ ($2.99 − 0.7 kW × 1.3 × $0.12) per hour

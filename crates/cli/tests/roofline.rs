@@ -87,7 +87,9 @@ fn seventy_b_on_h100_reproduces_the_seeds_figures_and_draws_them() {
         "4096² = 16.8M scores per head per layer",
         "reads 139.0 GB",
         "ridge point       295 FLOP/byte",
-        "decode turns compute-bound at batch 967 at peak",
+        "decode crosses it, turning compute-bound, at batch 967",
+        // the weights do not fit one H100: no throughput is claimed, and the table says so
+        "the weights do not fit (KV: none; tok/s: -)",
         "operations per byte at typical batch sizes\": decode at batch 69–96",
         "KV capacity       none: llama-3.1-70b in bf16 needs 141 GB",
     ] {

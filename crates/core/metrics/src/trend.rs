@@ -18,6 +18,30 @@ pub struct Trend {
     pub growth_ms: f64,
     /// Successful requests the fit used.
     pub n: usize,
+    /// The slope's standard error, from the slope of consecutive blocks' means (up to 10 blocks
+    /// of equal count, at least 5 requests each): a queue's TTFTs are correlated from request to
+    /// request, so the requests' own scatter would understate it; infinite with fewer than 3
+    /// blocks.
+    pub slope_stderr: f64,
+}
+
+/// Least squares of `y` on `x`: slope, and the standard error of the slope (infinite with fewer
+/// than 3 points or no spread in `x`).
+fn ols(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let (mx, my) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let (sxy, sxx) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + (x - mx) * (y - my), b + (x - mx).powi(2)));
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let se = if points.len() < 3 {
+        f64::INFINITY
+    } else {
+        let ss: f64 = points.iter().map(|(x, y)| (y - my - slope * (x - mx)).powi(2)).sum();
+        (ss / (n - 2.0) / sxx).sqrt()
+    };
+    Some((slope, se))
 }
 
 /// The trend over successful requests scheduled at or after `from_ms` (the measurement window's
@@ -31,16 +55,43 @@ pub fn ttft_trend(records: &[RequestRecord], from_ms: f64) -> Option<Trend> {
     if points.len() < 10 {
         return None;
     }
-    let n = points.len() as f64;
-    let (mx, my) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
-    let (sxy, sxx) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + (x - mx) * (y - my), b + (x - mx).powi(2)));
-    if sxx <= 0.0 {
+    fit(points)
+}
+
+/// The trend of TPOT against scheduled time, over successful requests scheduled at or after
+/// `from_ms` with a TPOT: its slope is milliseconds of TPOT gained per millisecond. An engine that
+/// admits every request at once (a large batch limit) answers arrivals that outrun it by slowing
+/// every stream down rather than by queueing them: TPOT rises while TTFT does not. `None` as for
+/// [`ttft_trend`].
+pub fn tpot_trend(records: &[RequestRecord], from_ms: f64) -> Option<Trend> {
+    let points: Vec<(f64, f64)> = records
+        .iter()
+        .filter(|r| r.is_success() && r.scheduled_ms >= from_ms)
+        .filter_map(|r| crate::request::RequestMetrics::of(r).tpot.map(|t| (r.scheduled_ms, t)))
+        .collect();
+    if points.len() < 10 {
         return None;
     }
-    let slope = sxy / sxx;
+    fit(points)
+}
+
+/// Least squares over `points` (at least 10), with the slope's error from block means.
+fn fit(points: Vec<(f64, f64)>) -> Option<Trend> {
+    let (slope, _) = ols(&points)?;
     let span =
         points.iter().map(|p| p.0).fold(f64::MIN, f64::max) - points.iter().map(|p| p.0).fold(f64::MAX, f64::min);
-    Some(Trend { slope, growth_ms: slope * span, n: points.len() })
+    let mut sorted = points.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let blocks = (sorted.len() / 5).min(10);
+    let means: Vec<(f64, f64)> = (0..blocks)
+        .map(|b| {
+            let part = &sorted[b * sorted.len() / blocks..(b + 1) * sorted.len() / blocks];
+            let k = part.len() as f64;
+            part.iter().fold((0.0, 0.0), |(x, y), p| (x + p.0 / k, y + p.1 / k))
+        })
+        .collect();
+    let slope_stderr = if blocks >= 3 { ols(&means).map_or(f64::INFINITY, |(_, se)| se) } else { f64::INFINITY };
+    Some(Trend { slope, growth_ms: slope * span, n: points.len(), slope_stderr })
 }
 
 #[cfg(test)]
@@ -66,6 +117,31 @@ mod tests {
         assert!((t.slope - 0.01).abs() < 1e-12);
         assert!((t.growth_ms - 90.0).abs() < 1e-9);
         assert_eq!(t.n, 10);
+        // two blocks of five: too few to say how sure the slope is
+        assert_eq!(t.slope_stderr, f64::INFINITY);
+    }
+
+    #[test]
+    fn the_slope_error_comes_from_block_means() {
+        // 50 requests a second apart, TTFT 100 ms + 1 ms per second, ±20 ms alternating by block
+        // of five: the 10 block means lie at 100 + t ± 20 (t their mid-times 2, 7, ..., 47 s)
+        let rs: Vec<_> = (0..50)
+            .map(|i| {
+                let wobble = if (i / 5) % 2 == 0 { 20.0 } else { -20.0 };
+                rec(i as f64 * 1000.0, 100.0 + i as f64 + wobble)
+            })
+            .collect();
+        let t = ttft_trend(&rs, 0.0).unwrap();
+        // by hand over the means: x = 2000, 7000, ..., 47000 ms; y = 102 ± 20 + (x − 2000)/1000
+        let xs: Vec<f64> = (0..10).map(|b| 2000.0 + 5000.0 * b as f64).collect();
+        let ys: Vec<f64> = (0..10).map(|b| 102.0 + 5.0 * b as f64 + if b % 2 == 0 { 20.0 } else { -20.0 }).collect();
+        let (mx, my) = (xs.iter().sum::<f64>() / 10.0, ys.iter().sum::<f64>() / 10.0);
+        let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
+        let b = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum::<f64>() / sxx;
+        let ss: f64 = xs.iter().zip(&ys).map(|(x, y)| (y - my - b * (x - mx)).powi(2)).sum();
+        let se = (ss / 8.0 / sxx).sqrt();
+        assert!((t.slope_stderr - se).abs() < 1e-12, "{} vs {se}", t.slope_stderr);
+        assert!(se > 0.0 && t.slope > 0.0);
     }
 
     #[test]
@@ -78,6 +154,25 @@ mod tests {
         // a warm-up request with a huge TTFT before the window does not count
         rs.insert(0, rec(-100.0, 5000.0));
         assert_eq!(ttft_trend(&rs, 0.0).unwrap().n, 20);
+    }
+
+    #[test]
+    fn tpot_slope_by_hand() {
+        // requests a second apart with 5 tokens each: TPOT 10, 12, 14, ... ms (decode 40, 48, ...)
+        let rs: Vec<_> = (0..20)
+            .map(|i| {
+                let (s, tpot) = (i as f64 * 1000.0, 10.0 + 2.0 * i as f64);
+                let events: Vec<f64> = (0..5).map(|k| s + 5.0 + k as f64 * tpot).collect();
+                RequestRecord {
+                    event_ms: events.clone(),
+                    event_tokens: vec![1; 5],
+                    end_ms: events.last().copied(),
+                    ..rec(s, 5.0)
+                }
+            })
+            .collect();
+        let t = tpot_trend(&rs, 0.0).unwrap();
+        assert!((t.slope - 0.002).abs() < 1e-12 && t.n == 20, "{t:?}");
     }
 
     #[test]

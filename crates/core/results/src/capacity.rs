@@ -24,6 +24,13 @@ pub struct CapacityPoint {
     /// How much longer the step's last request waited for its first token than its first did
     /// (fitted; ms): the queue's growth.
     pub queue_growth_ms: Option<f64>,
+    /// The queue's trend over the step, judged against what a run of ten minutes would allow
+    /// (`steady`, `growing`, or `unclear` where the step was too short to say and was run again
+    /// longer), and the step's length, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_trend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_s: Option<f64>,
     /// Requests sent per second, and whether the load generator kept up with its schedule.
     pub achieved_rate: Option<f64>,
     pub verdict: goodput_metrics::ClientVerdict,

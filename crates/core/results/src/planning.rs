@@ -73,11 +73,23 @@ pub struct PlanCandidate {
     pub capacity: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_per_gpu: Option<f64>,
+    /// Requests completed per second in the step at capacity: what the deployment served. Below
+    /// the capacity only where arrivals outran it (a loose SLO, such as the `batch` preset's),
+    /// and the capacity is then this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_requests_per_s: Option<f64>,
     /// Output and total (input + output) tokens per second at that rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens_per_s: Option<f64>,
+    /// Output tokens per second per GPU at that rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s_per_gpu: Option<f64>,
+    /// Share of the prompt tokens the prefix cache served at that rate (counted in the total
+    /// tokens, not computed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_share: Option<f64>,
     /// p99 TTFT and TPOT at capacity, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_p99_ms: Option<f64>,

@@ -46,17 +46,39 @@ pub fn render_plan(r: &PlanReport) -> String {
     let target = r.target_rate.is_some();
     let _ = writeln!(
         o,
-        "  {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}{}",
+        "  {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>6}{}",
         "#",
         "deployment",
         "req/s",
         "req/s/GPU",
         "out tok/s",
+        "/GPU",
         "p99 TTFT",
         "p99 TPOT",
-        "$/GPU-h",
+        "$/GPU·h",
         "$/M out",
+        "$/M all",
+        "cached",
+        "GPUs",
         if target { format!(" {:>11}", "GPUs·$/h") } else { String::new() }
+    );
+    let _ = writeln!(
+        o,
+        "  {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>6}{}",
+        "",
+        "",
+        "served",
+        "",
+        "per dep.",
+        "tok/s",
+        "ms",
+        "ms",
+        "$",
+        "$",
+        "in+out $",
+        "prompt %",
+        "",
+        if target { format!(" {:>11}", "for target") } else { String::new() }
     );
     let pareto = |i: usize| r.pareto.contains(&i);
     for (i, c) in r.candidates.iter().enumerate() {
@@ -68,17 +90,21 @@ pub fn render_plan(r: &PlanReport) -> String {
         };
         let _ = writeln!(
             o,
-            "{} {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}{for_target}",
+            "{} {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>6}{for_target}",
             if pareto(i) { "*" } else { " " },
             rank,
             name(c),
             opt(c.capacity, 2),
             opt(c.capacity_per_gpu, 2),
             opt(c.output_tokens_per_s, 0),
+            opt(c.output_tokens_per_s_per_gpu, 0),
             opt(c.ttft_p99_ms, 0),
             opt(c.tpot_p99_ms, 1),
             opt(c.price_per_gpu_hour, 2),
             opt(c.cost_per_m_output, 3),
+            opt(c.cost_per_m_total, 3),
+            c.cached_prompt_share.map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0)),
+            c.gpus,
         );
         let _ = writeln!(o, "        {}", c.reason);
         if let Some(h) = c.break_even_hours {
@@ -87,6 +113,12 @@ pub fn render_plan(r: &PlanReport) -> String {
     }
     let _ =
         writeln!(o, "\n  * on the Pareto front of cost per million output tokens against p99 TTFT + TPOT at capacity");
+    let _ = writeln!(
+        o,
+        "  req/s: requests served per second at capacity, per deployment and per GPU; out tok/s: output tokens per \
+         second per deployment and per GPU; $/M all: per million tokens in and out, cached prompt tokens included \
+         (cached: the share of prompt tokens the prefix cache served)"
+    );
     let _ = writeln!(
         o,
         "  capacity: the highest Poisson rate (simulated) at which the SLO holds for the target share; \
@@ -112,6 +144,9 @@ mod tests {
             fits: true,
             capacity,
             capacity_per_gpu: capacity.map(|c| c / 2.0),
+            served_requests_per_s: capacity,
+            output_tokens_per_s_per_gpu: Some(2500.0),
+            cached_prompt_share: Some(0.25),
             output_tokens_per_s: Some(5000.0),
             total_tokens_per_s: Some(9000.0),
             ttft_p99_ms: Some(150.0),
@@ -152,5 +187,11 @@ mod tests {
         assert!(text.contains("*   1"), "{text}");
         assert!(text.contains("  -  2×h100"), "{text}");
         assert!(text.contains("capacity 12.00 req/s") && text.contains("7713 hours"), "{text}");
+        // units under every header; per-GPU output, cost per million tokens in and out, the cached share
+        for h in ["req/s/GPU", "out tok/s", "p99 TTFT", "ms", "$/M out", "$/M all", "cached", "prompt %"] {
+            assert!(text.contains(h), "{h}: {text}");
+        }
+        let row = text.lines().find(|l| l.contains("*   1")).unwrap();
+        assert!(row.contains(" 2500 ") && row.contains(" 0.246 ") && row.contains(" 25% "), "{row}");
     }
 }

@@ -109,13 +109,18 @@ fn step_table(o: &mut String, r: &RooflineReport) {
         "step", "FLOPs", "bytes", "FLOP/B", "bound", "floor", "calibrated", "tok/s", "KV"
     );
     step_row(o, &r.prefill, "", "", "TTFT");
+    // where the weights do not fit, no deployment reaches these rates: the floors stay (the
+    // physics), the throughput is not claimed
+    let fit = r.memory.does_not_fit.is_none();
     for d in &r.decode {
         let fits = match d.fits {
             Some(true) => "fits",
             Some(false) => "over",
-            None => "-",
+            None if fit => "-",
+            None => "none",
         };
-        step_row(o, d, &format!("{:.0}", d.batch as f64 / d.floor_s), fits, "TPOT");
+        let tok_s = if fit { format!("{:.0}", d.batch as f64 / d.floor_s) } else { "-".into() };
+        step_row(o, d, &tok_s, fits, "TPOT");
     }
 }
 
@@ -150,17 +155,35 @@ fn notes(o: &mut String, r: &RooflineReport) {
         if r.tp > 1 { format!(" (each GPU does 1/{})", r.tp) } else { String::new() }
     );
     let c = r.spec.context;
-    let _ = match (r.compute_bound_batch, r.compute_bound_batch_calibrated) {
-        (Some(b), Some(cal)) => writeln!(
+    if r.memory.does_not_fit.is_some() {
+        let _ = writeln!(
             o,
-            "  decode turns compute-bound at batch {b} at peak, at batch {cal} at the calibrated efficiencies"
+            "  the weights do not fit (KV: none; tok/s: -): the floors are what the model and GPU would do, no deployment\n  \
+             of this configuration runs at them\n"
+        );
+    }
+    // one meaning of "bound" throughout: where a step's FLOP per byte sits against the ridge point
+    // (the bound column); the calibrated model's own crossing is named as such
+    let _ = match r.compute_bound_batch {
+        Some(b) => writeln!(
+            o,
+            "  bound: a step's FLOP/byte against the ridge point ({} FLOP/byte); decode crosses it, turning \
+             compute-bound, at batch {b}",
+            intensity(r.ridge_point)
         ),
-        (Some(b), None) => writeln!(o, "  decode turns compute-bound at batch {b} at peak"),
-        (None, Some(cal)) => {
-            writeln!(o, "  decode never turns compute-bound at peak; at the calibrated efficiencies at batch {cal}")
-        }
-        (None, None) => writeln!(o, "  decode never turns compute-bound"),
+        None => writeln!(
+            o,
+            "  bound: a step's FLOP/byte against the ridge point ({} FLOP/byte); decode never crosses it",
+            intensity(r.ridge_point)
+        ),
     };
+    if let Some(cal) = r.compute_bound_batch_calibrated {
+        let _ = writeln!(
+            o,
+            "  (with the calibrated MFU and MBU the step's compute time overtakes its memory time from batch {cal}: \
+             the calibrated column's crossing, not the bound column's)"
+        );
+    }
     let _ = writeln!(
         o,
         "  (context {c}: its intensity tends to {} FLOP/byte as the batch grows: weights are read once\n  \

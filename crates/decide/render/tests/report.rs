@@ -200,6 +200,8 @@ fn html_of_a_capacity_search_draws_its_curves_and_each_step() {
         stopped_early: false,
         attainment_ci: None,
         queue_growth_ms: None,
+        queue_trend: None,
+        step_s: None,
         achieved_rate: Some(rate),
         verdict: goodput_metrics::ClientVerdict::Ok,
     };

@@ -71,6 +71,10 @@ pub struct Gpu {
     /// (`--cpu-offload-gb`); [`DEFAULT_HOST_LINK_GBS`] when not given.
     #[serde(default)]
     pub host_link_gbs: Option<f64>,
+    /// Runs quantized weights of any width by dequantizing them as it reads them (llama.cpp's
+    /// kernels on local machines), computing at its BF16 rate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dequantizes: bool,
 }
 
 /// PCIe 4.0 x16, one direction: the host link assumed when a GPU does not name its own.
@@ -85,6 +89,14 @@ impl Gpu {
             Dtype::Bf16 => self.tflops_bf16,
         };
         t * 1e12
+    }
+    /// Whether a deployment can serve `d` weights on it: FP4 needs FP4 tensor cores (a GPU
+    /// without them is refused rather than priced as if it had them) unless the machine runs
+    /// quantized weights by dequantizing them as they are read (`dequantizes`); FP8 runs
+    /// everywhere (weight-only on GPUs without FP8 tensor cores, computed at BF16, as vLLM's
+    /// Marlin kernels do).
+    pub fn runs(&self, d: Dtype) -> bool {
+        d != Dtype::Fp4 || self.tflops_fp4.is_some() || self.dequantizes
     }
     pub fn bandwidth(&self) -> f64 {
         self.bandwidth_tbs * 1e12

@@ -461,9 +461,13 @@ impl EngineConfig {
         let block_bytes = kv_bytes_per_token * self.block_size as f64;
         let blocks = if kv > 0.0 { (kv / block_bytes).floor() as u64 } else { 0 };
         if blocks == 0 {
+            let narrower = [Dtype::Fp8, Dtype::Fp4]
+                .into_iter()
+                .find(|d| d.bytes() < self.dtype.bytes() && self.gpu.runs(*d))
+                .map_or(String::new(), |d| format!(", or use --dtype {}", d.name()));
             return bad(format!(
                 "{} on {} at --tp {}: {:.1} GB of weights and {:.1} GB of activations leave no room for the KV cache \
-                 in {:.1} GB: raise --tp, lower --max-batched-tokens, or use --dtype fp8",
+                 in {:.1} GB: raise --tp or lower --max-batched-tokens{narrower}",
                 m.name,
                 self.gpu.name,
                 self.tp,
@@ -494,6 +498,22 @@ impl EngineConfig {
         }
         if !m.heads.is_multiple_of(self.tp as u64) {
             return bad(format!("--tp {} must divide the {} attention heads of {}", self.tp, m.heads, m.name));
+        }
+        if self.preset == Some(Preset::Trtllm)
+            && !self.gpu.full_name.is_empty()
+            && !self.gpu.full_name.starts_with("NVIDIA")
+        {
+            return bad(format!(
+                "TensorRT-LLM runs on NVIDIA GPUs only, and {} is not one: use --engine vllm or sglang",
+                self.gpu.full_name
+            ));
+        }
+        if !self.gpu.runs(self.dtype) {
+            return bad(format!(
+                "{} has no FP4 tensor cores (NVIDIA Blackwell has them; Hopper, Ampere and MI300 do not): use --dtype fp8 \
+                 or bf16",
+                self.gpu.name
+            ));
         }
         if !(0.05..=1.0).contains(&self.gpu_memory_utilization) {
             return bad(format!("--gpu-memory-utilization {} must be in (0.05, 1]", self.gpu_memory_utilization));
@@ -610,7 +630,7 @@ impl EngineConfig {
             fixes.push(format!("use --tp {tp_fit} or more"));
         }
         for d in [Dtype::Fp8, Dtype::Fp4] {
-            if d.bytes() < self.dtype.bytes() && m.weight_bytes(d) / (self.tp as f64) < usable {
+            if d.bytes() < self.dtype.bytes() && self.gpu.runs(d) && m.weight_bytes(d) / (self.tp as f64) < usable {
                 fixes.push(format!("--dtype {}", d.name()));
                 break;
             }
@@ -703,5 +723,35 @@ pub(crate) mod tests {
         c.tp = 8;
         let e = c.plan().unwrap_err().to_string();
         assert!(e.contains("405b") && e.contains("--tp 32"), "{e}");
+    }
+
+    #[test]
+    fn a_format_the_gpu_cannot_compute_is_refused_with_the_reason() {
+        for gpu in ["h100", "a100", "mi300x"] {
+            let mut c = cfg("llama-3.1-8b", gpu);
+            c.dtype = Dtype::Fp4;
+            let e = c.plan().unwrap_err().to_string();
+            assert!(e.contains(&format!("{gpu} has no FP4 tensor cores")) && e.contains("--dtype fp8"), "{e}");
+        }
+        // Blackwell computes FP4; a local machine runs 4-bit weights by dequantizing them
+        for gpu in ["b200", "m2-ultra"] {
+            let mut c = cfg("llama-3.1-8b", gpu);
+            c.dtype = Dtype::Fp4;
+            assert!(c.plan().is_ok(), "{gpu}");
+        }
+        // FP8 weights on a GPU without FP8 tensor cores run weight-only, computed at BF16
+        let mut c = cfg("llama-3.1-8b", "a100");
+        c.dtype = Dtype::Fp8;
+        assert!(c.plan().is_ok());
+        // an fp8 configuration that does not fit is not told to use fp8, nor fp4 on a GPU without it
+        let mut c = cfg("llama-3.1-70b", "h100");
+        c.dtype = Dtype::Fp8;
+        let e = c.plan().unwrap_err().to_string();
+        assert!(e.contains("raise --tp") && !e.contains("--dtype"), "{e}");
+        // TensorRT-LLM runs on NVIDIA GPUs only
+        let mut c = cfg("llama-3.1-8b", "mi300x");
+        c.preset = Some(Preset::Trtllm);
+        let e = c.plan().unwrap_err().to_string();
+        assert!(e.contains("TensorRT-LLM runs on NVIDIA GPUs only"), "{e}");
     }
 }

@@ -357,8 +357,9 @@ impl ServingEngine for Engine {
         let mut ready = self.intake_free_at.max(now) + self.intake_time(&r);
         self.intake_free_at = ready;
         // the front end (a twin's fitted one, or the preset's): requests pass it side by side,
-        // each with its own latency
-        let seed = r.seed ^ id.rotate_left(17);
+        // each with its own latency, drawn from the request's own seed (so that a request's draw
+        // does not depend on which engine or shard serves it), or its id where it has none
+        let seed = if r.seed != 0 { r.seed } else { id.rotate_left(17) };
         ready += match &self.cfg.fitted {
             Some(f) => f.frontend_delay(r.prompt_tokens as u64, seed),
             None => {
@@ -566,7 +567,7 @@ pub(crate) mod tests {
             c.efficiency.frontend_jitter_s = 2e-3;
         });
         for id in 0..8 {
-            e.submit(id, EngineRequest { seed: 11, ..req(100, 5) }, 0.0).unwrap();
+            e.submit(id, EngineRequest { seed: 11 + id, ..req(100, 5) }, 0.0).unwrap();
         }
         let mut ready: Vec<f64> = e.intake.iter().map(|&(t, _)| t).collect();
         assert!(ready.windows(2).all(|w| w[0] <= w[1]), "the intake is kept in order of readiness");

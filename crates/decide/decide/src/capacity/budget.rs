@@ -1,6 +1,6 @@
 //! What a capacity step is judged against, and how long it runs: the SLO's latency budgets
-//! ([`Budgets`]), the test that a step's queue grows without bound ([`growing`]), and a step's
-//! length ([`step_seconds`]).
+//! ([`Budgets`]), the tests that a step's queue grows without bound ([`growing`]) or faster than
+//! a ten-minute run allows ([`queue_trend`]), and a step's length ([`step_seconds`]).
 
 use goodput_metrics::Slo;
 use goodput_metrics::slo::Metric;
@@ -21,6 +21,9 @@ pub struct Budgets {
     /// The time a whole request may take, s: requests in flight beyond twice `rate × e2e_s`
     /// (Little's law) mean a measured step is saturated.
     pub e2e_s: f64,
+    /// The TPOT budget, ms, where the SLO bounds TPOT: a TPOT rising through the step by half of
+    /// it over [`HORIZON_S`] is not a steady state.
+    pub tpot_ms: Option<f64>,
 }
 
 impl Budgets {
@@ -38,7 +41,7 @@ impl Budgets {
             (None, Some(t), None) => t / 1000.0 * 10.0,
             _ => 60.0,
         };
-        Budgets { ttft_ms, e2e_s }
+        Budgets { ttft_ms, e2e_s, tpot_ms: slo.limit(Metric::Tpot) }
     }
 
     /// The most requests in flight a measured step at `rate` holds before it is stopped as
@@ -53,6 +56,70 @@ impl Budgets {
 /// (at least 50 ms), so noise in a stable queue does not count.
 pub fn growing(slope: f64, growth_ms: f64, ttft_budget_ms: f64) -> bool {
     slope >= 0.02 && growth_ms >= (0.5 * ttft_budget_ms).max(50.0)
+}
+
+/// The time a capacity must hold for: a queue that would grow by half the TTFT budget within it
+/// is not in steady state (a planner asks whether a deployment sustains the rate, not whether
+/// it survives one step).
+pub const HORIZON_S: f64 = 600.0;
+
+/// How often an unclear step is run again, twice as long each time.
+pub const MAX_STRETCH: u32 = 8;
+
+/// A step's queue over the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueTrend {
+    Steady,
+    Growing,
+    /// The step was too short to tell a steady queue from one growing too fast for the horizon.
+    Unclear,
+}
+
+impl QueueTrend {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueTrend::Steady => "steady",
+            QueueTrend::Growing => "growing",
+            QueueTrend::Unclear => "unclear",
+        }
+    }
+}
+
+/// Judges a step's trend of TTFT-from-schedule against the growth the horizon allows (half the
+/// TTFT budget over [`HORIZON_S`]): growing where the slope is at least twice its standard error
+/// above that (or steep and large within the step: [`growing`]), steady where it is twice its
+/// standard error below, unclear between. `last`: the step cannot be lengthened, so an unclear
+/// trend is judged by the slope itself.
+pub fn queue_trend(t: &goodput_metrics::trend::Trend, ttft_budget_ms: f64, last: bool) -> QueueTrend {
+    let allowed = 0.5 * ttft_budget_ms / (HORIZON_S * 1000.0);
+    if growing(t.slope, t.growth_ms, ttft_budget_ms) { QueueTrend::Growing } else { judge(t, allowed, last) }
+}
+
+/// Judges a step's trend of TPOT ([`goodput_metrics::trend::tpot_trend`]) against the growth the
+/// horizon allows: half the TPOT budget over [`HORIZON_S`].
+pub fn tpot_trend(t: &goodput_metrics::trend::Trend, tpot_budget_ms: f64, last: bool) -> QueueTrend {
+    judge(t, 0.5 * tpot_budget_ms / (HORIZON_S * 1000.0), last)
+}
+
+fn judge(t: &goodput_metrics::trend::Trend, allowed: f64, last: bool) -> QueueTrend {
+    if t.slope - 2.0 * t.slope_stderr >= allowed {
+        QueueTrend::Growing
+    } else if t.slope + 2.0 * t.slope_stderr < allowed {
+        QueueTrend::Steady
+    } else if last {
+        if t.slope >= allowed { QueueTrend::Growing } else { QueueTrend::Steady }
+    } else {
+        QueueTrend::Unclear
+    }
+}
+
+/// The worse of two judgements: growing if either grows, steady only if both are.
+pub fn worse(a: QueueTrend, b: QueueTrend) -> QueueTrend {
+    match (a, b) {
+        (QueueTrend::Growing, _) | (_, QueueTrend::Growing) => QueueTrend::Growing,
+        (QueueTrend::Steady, QueueTrend::Steady) => QueueTrend::Steady,
+        _ => QueueTrend::Unclear,
+    }
 }
 
 /// How long a step sends arrivals: `step_s`, longer if needed to send `min_requests`, never
@@ -84,6 +151,22 @@ mod tests {
     }
 
     #[test]
+    fn a_trend_is_judged_against_the_horizon_with_its_error() {
+        use goodput_metrics::trend::Trend;
+        // a 200 ms TTFT budget allows 100 ms of growth over 600 s: a slope of 1/6000
+        let allowed = 100.0 / 600_000.0;
+        let t = |slope: f64, se: f64| Trend { slope, growth_ms: slope * 60_000.0, n: 100, slope_stderr: se };
+        assert_eq!(queue_trend(&t(allowed * 3.0, allowed / 2.0), 200.0, false), QueueTrend::Growing);
+        assert_eq!(queue_trend(&t(0.0, allowed / 4.0), 200.0, false), QueueTrend::Steady);
+        assert_eq!(queue_trend(&t(allowed, allowed), 200.0, false), QueueTrend::Unclear);
+        // the last try decides by the slope itself
+        assert_eq!(queue_trend(&t(allowed * 1.01, allowed), 200.0, true), QueueTrend::Growing);
+        assert_eq!(queue_trend(&t(allowed * 0.99, allowed), 200.0, true), QueueTrend::Steady);
+        // steep and large within the step: growing whatever its error
+        assert_eq!(queue_trend(&t(0.05, 1.0), 200.0, false), QueueTrend::Growing);
+    }
+
+    #[test]
     fn step_length() {
         // 10 s at 100 req/s is 1000 arrivals, more than the 200 asked for
         assert_eq!(step_seconds(100.0, 10.0, 200, Some(60.0), false), 10.0);
@@ -107,7 +190,8 @@ mod tests {
         // 10 req/s × 2 × 5.32 s = 106.4 → 107 in flight
         assert_eq!(b.in_flight_limit(10.0), (10.0 * 2.0 * b.e2e_s).ceil() as u64);
         let e2e = Slo::parse("e2e<=30m").unwrap();
-        assert_eq!(Budgets::of(&e2e, &spec), Budgets { ttft_ms: 1_800_000.0, e2e_s: 1800.0 });
+        assert_eq!(Budgets::of(&e2e, &spec), Budgets { ttft_ms: 1_800_000.0, e2e_s: 1800.0, tpot_ms: None });
+        assert_eq!(b.tpot_ms, Some(40.0));
         assert_eq!(Budgets::of(&e2e, &spec).in_flight_limit(0.001), 16, "at least 16");
     }
 }

@@ -6,9 +6,11 @@
 //! on the curve ([`point`]); and the driver here, which runs each step as a bounded stage with a
 //! warm-up on the target. A step fails when its attainment is below the target or when it is
 //! saturated: stopped early because requests piled up far beyond what the SLO allows, or its
-//! queue was still growing (schedule-anchored TTFT rising through the step, see
-//! `goodput_metrics::trend`), which a short step's attainment would hide. A simulated target
-//! gets longer steps, since they cost nothing. What was found is a typed
+//! queue was not in steady state: schedule-anchored TTFT rising through the step (see
+//! `goodput_metrics::trend`) faster than a ten-minute run allows, judged with the slope's
+//! standard error ([`queue_trend`]), which a short step's attainment would hide. A step too short
+//! to tell runs again at the same rate, twice as long (up to [`MAX_STRETCH`] times), for measured
+//! servers too. A simulated target gets longer steps, since they cost nothing. What was found is a typed
 //! [`CapacityFinding`]; the renderer puts it into words.
 
 pub mod budget;
@@ -23,7 +25,9 @@ use goodput_results::{CapacityFinding, CapacityReport, Run};
 use goodput_stage::{Control, Stage, StageError, Target};
 use goodput_workload::{Arrivals, Load};
 
-pub use budget::{Budgets, MIN_STEP_ARRIVALS, growing, step_seconds};
+pub use budget::{
+    Budgets, HORIZON_S, MAX_STRETCH, MIN_STEP_ARRIVALS, QueueTrend, growing, queue_trend, step_seconds, tpot_trend,
+};
 pub use search::{MAX_RATE, MIN_RATE, Search};
 
 /// How the search proceeds.
@@ -99,8 +103,10 @@ pub async fn search<T: Target>(
     let mut steps: Vec<Step> = Vec::new();
     let mut curve = Vec::new();
     let (mut interrupted, mut unusable) = (false, false);
+    // a step whose trend is unclear runs again at the same rate, twice as long
+    let mut stretch = 1;
     while let Some(rate) = search.next() {
-        let stage = step_stage(plan, rate, o, sim, steps.len() as u64);
+        let stage = step_stage(plan, rate, o, sim, steps.len() as u64, stretch);
         let ctl = control(&stage, (!sim).then(|| budgets.in_flight_limit(rate)));
         if ctl.interrupt.is_cancelled() {
             interrupted = true;
@@ -108,17 +114,26 @@ pub async fn search<T: Target>(
         }
         let run = target.run(&stage, &ctl).await?;
         on_run(&run);
-        let p = point::point(rate, &run, budgets.ttft_ms);
-        search.record(rate, point::passes(&p, o.attainment));
-        curve.push(p);
+        let p = point::point(rate, &run, &budgets, stretch >= MAX_STRETCH);
         interrupted |= run.stop == StopReason::Interrupted;
         // a step in which nothing succeeded says the target is unusable, not that the rate is
         // too high
         unusable = run.summary.completed == 0 && run.summary.attempted > 0;
+        let unclear = p.queue_trend.as_deref() == Some(QueueTrend::Unclear.name());
         steps.push(Step { rate, run });
         if interrupted || unusable {
+            curve.push(p);
             break;
         }
+        // the curve keeps the step that decided
+        curve.retain(|q: &goodput_results::CapacityPoint| q.rate != rate);
+        curve.push(p.clone());
+        if unclear && p.attainment >= o.attainment {
+            stretch *= 2;
+            continue;
+        }
+        stretch = 1;
+        search.record(rate, point::passes(&p, o.attainment));
     }
     curve.sort_by(|x, y| x.rate.total_cmp(&y.rate));
     let (pass, fail) = search.bracket();
@@ -148,9 +163,11 @@ pub async fn search<T: Target>(
 }
 
 /// The stage of the step at `rate`: the plan's workload as Poisson arrivals for the step's
-/// length, its first tenth warm-up; `index` varies the seed from step to step.
-fn step_stage(plan: &RunPlan, rate: f64, o: &CapacityOptions, sim: bool, index: u64) -> Stage {
-    let secs = step_seconds(rate, o.step_s, o.min_requests, o.max_step_s, sim);
+/// length (`stretch` times the usual), its first tenth warm-up; `index` varies the seed from
+/// step to step.
+fn step_stage(plan: &RunPlan, rate: f64, o: &CapacityOptions, sim: bool, index: u64, stretch: u32) -> Stage {
+    let k = f64::from(stretch);
+    let secs = step_seconds(rate, o.step_s * k, o.min_requests * stretch as u64, o.max_step_s.map(|m| m * k), sim);
     let mut p = plan.clone();
     p.load.requests = None;
     p.load.duration = Some(Duration::from_secs_f64(secs));

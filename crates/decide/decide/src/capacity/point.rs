@@ -4,10 +4,13 @@
 use goodput_metrics::{StopReason, Summary};
 use goodput_results::{CapacityPoint, Run};
 
-use super::budget::growing;
+use super::budget::{Budgets, QueueTrend, queue_trend, tpot_trend, worse};
 
-/// The point of the step `r`, run at `rate`; `ttft_budget_ms` judges its queue's growth.
-pub fn point(rate: f64, r: &Run, ttft_budget_ms: f64) -> CapacityPoint {
+/// The point of the step `r`, run at `rate`; `budgets` judge its trends (TTFT, and TPOT where the
+/// SLO bounds it), `last`: the step cannot be run longer (an unclear trend is then judged by its
+/// slope).
+pub fn point(rate: f64, r: &Run, budgets: &Budgets, last: bool) -> CapacityPoint {
+    let ttft_budget_ms = budgets.ttft_ms;
     let s: &Summary = &r.summary;
     let slo = s.slo.as_ref();
     let stopped_early = r.stop == StopReason::Saturated;
@@ -18,7 +21,13 @@ pub fn point(rate: f64, r: &Run, ttft_budget_ms: f64) -> CapacityPoint {
         None => (0, 0),
     };
     let trend = goodput_metrics::trend::ttft_trend(&r.requests, s.window.start_ms);
-    let grew = trend.is_some_and(|t| growing(t.slope, t.growth_ms, ttft_budget_ms));
+    let tpot = budgets.tpot_ms.and_then(|b| {
+        goodput_metrics::trend::tpot_trend(&r.requests, s.window.start_ms).map(|t| tpot_trend(&t, b, last))
+    });
+    let judged = match (trend.map(|t| queue_trend(&t, ttft_budget_ms, last)), tpot) {
+        (Some(a), Some(b)) => Some(worse(a, b)),
+        (a, b) => a.or(b),
+    };
     CapacityPoint {
         rate,
         attainment: if attempted > 0 { good as f64 / attempted as f64 } else { 0.0 },
@@ -28,10 +37,12 @@ pub fn point(rate: f64, r: &Run, ttft_budget_ms: f64) -> CapacityPoint {
         ttft_p99_ms: s.ttft_ms.p99,
         tpot_p50_ms: s.tpot_ms.p50,
         tpot_p99_ms: s.tpot_ms.p99,
-        saturated: stopped_early || grew,
+        saturated: stopped_early || judged == Some(QueueTrend::Growing),
         stopped_early,
         attainment_ci: goodput_metrics::confidence::proportion_ci(good, attempted),
         queue_growth_ms: trend.map(|t| t.growth_ms),
+        queue_trend: judged.map(|j| j.name().to_string()),
+        step_s: Some(s.duration_s),
         achieved_rate: s.achieved_rate,
         verdict: s.verdict,
     }

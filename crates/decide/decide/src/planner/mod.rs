@@ -54,17 +54,48 @@ impl Named for Mechanism {
     ];
 }
 
-/// The draft model of the `spec` mechanism.
-const DRAFT_MODEL: &str = "llama-3.2-1b";
+/// The draft model of the `spec` mechanism when none is given: the smallest catalog model that
+/// shares the target's tokenizer (the same publisher and vocabulary size) and has at most a
+/// quarter of its parameters; `None` when the catalog has none (Mixtral, Qwen, Llama 4 here).
+pub fn draft_for<'a>(catalog: &'a Catalog, target: &ModelArch) -> Option<&'a ModelArch> {
+    let publisher = |m: &ModelArch| m.hf_id.split('/').next().unwrap_or_default().to_string();
+    catalog
+        .models
+        .values()
+        .filter(|m| {
+            m.name != target.name
+                && m.vocab == target.vocab
+                && publisher(m) == publisher(target)
+                && m.total_params() * 4 <= target.total_params()
+        })
+        .min_by_key(|m| m.total_params())
+}
 
 impl Mechanism {
-    /// Sets the mechanism on `spec` for a deployment on GPUs whose interconnect runs at
-    /// `gpu_link_gbs` GB/s; the draft model comes from `catalog`.
-    pub fn apply(self, spec: &mut EngineSpec, catalog: &Catalog, gpu_link_gbs: f64) -> Result<(), String> {
+    /// Sets the mechanism on `spec` for serving `target` on GPUs whose interconnect runs at
+    /// `gpu_link_gbs` GB/s; the draft model is `draft` (a catalog name) or [`draft_for`].
+    pub fn apply(
+        self,
+        spec: &mut EngineSpec,
+        catalog: &Catalog,
+        target: &ModelArch,
+        draft: Option<&str>,
+        gpu_link_gbs: f64,
+    ) -> Result<(), String> {
         match self {
             Mechanism::Baseline => {}
             Mechanism::Spec => {
-                let draft = catalog.model(DRAFT_MODEL).map_err(|e| e.to_string())?.clone();
+                let draft = match draft {
+                    Some(name) => catalog.model(name).map_err(|e| e.to_string())?,
+                    None => draft_for(catalog, target).ok_or_else(|| {
+                        format!(
+                            "no catalog model shares {}'s tokenizer to draft for it (same publisher and vocabulary, at \
+                             most a quarter of its size): pass --draft MODEL",
+                            target.name
+                        )
+                    })?,
+                }
+                .clone();
                 let method = SpecMethod::Draft { model: Box::new(draft) };
                 spec.speculative = Some(Speculative { method, k: 4, acceptance: 0.7 });
             }
@@ -146,6 +177,8 @@ pub struct PlanSearch {
     pub preset: Option<String>,
     /// This shard's share of the grid: candidate `k` when `k mod N = I`.
     pub shard: Option<Shard>,
+    /// The `spec` mechanism's draft model (`--draft`); `None`: [`draft_for`] the model.
+    pub draft: Option<String>,
 }
 
 /// What one candidate came to.
@@ -172,6 +205,11 @@ pub struct Evaluation {
 /// What the step at the capacity rate measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AtCapacity {
+    /// Requests completed per second.
+    pub requests_per_s: f64,
+    /// Prompt tokens of the measured requests, and KV blocks the prefix cache served.
+    pub input_tokens: u64,
+    pub prefix_hit_blocks: Option<u64>,
     pub output_tokens_per_s: f64,
     pub total_tokens_per_s: f64,
     pub ttft_p99_ms: Option<f64>,
@@ -188,6 +226,9 @@ impl Evaluation {
         let at_capacity = rate.and_then(|c| found.step_at(c)).map(|s| {
             let r = &s.run;
             AtCapacity {
+                requests_per_s: r.summary.request_throughput,
+                input_tokens: r.summary.input_tokens,
+                prefix_hit_blocks: r.engine_stats.as_ref().and_then(|s| s.prefix_cache.map(|c| c.hit_blocks)),
                 output_tokens_per_s: r.summary.output_throughput,
                 total_tokens_per_s: r.summary.total_throughput,
                 ttft_p99_ms: r.summary.ttft_ms.p99,
@@ -253,7 +294,7 @@ impl PlanSearch {
         let gpu = self.catalog.gpu(&c.gpu).map_err(|e| e.to_string())?.clone();
         let mut spec =
             EngineSpec { preset: Some(c.engine), tp: Some(c.tp), dtype: Some(c.dtype), ..Default::default() };
-        c.mechanism.apply(&mut spec, &self.catalog, gpu.link_gbs)?;
+        c.mechanism.apply(&mut spec, &self.catalog, &self.model, self.draft.as_deref(), gpu.link_gbs)?;
         let engine = EnginePlan::new(spec.build(self.model.clone(), gpu)).map_err(|e| e.to_string())?;
         smallest_request_fits(&engine.config, &self.base.workload)?;
         Ok(engine)
@@ -334,11 +375,6 @@ impl PlanSearch {
             price_per_gpu_hour: price,
             ..PlanCandidate::default()
         };
-        if let (Some(buy), Some(rent)) = (m.purchase.get(&c.gpu), price) {
-            let running =
-                m.running.get(&c.gpu).copied().or_else(|| money::running_cost_per_hour(&c.gpu)).unwrap_or(0.0);
-            r.break_even_hours = money::break_even_hours(*buy, rent, running);
-        }
         let (engine, ev) = match o {
             Outcome::Unfit(why) => {
                 r.reason = format!("cannot run: {why}");
@@ -361,8 +397,18 @@ impl PlanSearch {
             );
             return r;
         };
-        r.capacity = Some(rate);
-        r.capacity_per_gpu = Some(rate / r.gpus as f64);
+        // arrivals a deployment did not keep up with (a loose SLO) are not its capacity: what it
+        // served is
+        let outran = at.requests_per_s < 0.95 * rate;
+        let capacity = if outran { at.requests_per_s } else { rate };
+        r.capacity = Some(capacity);
+        r.capacity_per_gpu = Some(capacity / r.gpus as f64);
+        r.served_requests_per_s = Some(at.requests_per_s);
+        r.output_tokens_per_s_per_gpu = Some(at.output_tokens_per_s / r.gpus as f64);
+        r.cached_prompt_share = at
+            .prefix_hit_blocks
+            .filter(|_| at.input_tokens > 0)
+            .map(|b| (b as f64 * engine.config.block_size as f64 / at.input_tokens as f64).min(1.0));
         r.output_tokens_per_s = Some(at.output_tokens_per_s);
         r.total_tokens_per_s = Some(at.total_tokens_per_s);
         r.ttft_p99_ms = at.ttft_p99_ms;
@@ -373,16 +419,29 @@ impl PlanSearch {
             r.cost_per_m_output = money::cost_per_million(hourly, at.output_tokens_per_s);
             r.cost_per_m_total = money::cost_per_million(hourly, at.total_tokens_per_s);
             if let Some(target) = m.target_rate {
-                r.replicas_for_target = money::deployments_for(target, rate);
+                r.replicas_for_target = money::deployments_for(target, capacity);
                 r.gpus_for_target = r.replicas_for_target.map(|n| n * r.gpus);
                 r.cost_per_hour_for_target = r.gpus_for_target.map(|g| g as f64 * price);
             }
         }
-        r.reason = format!(
-            "capacity {rate:.2} req/s, then {} fails first; {}-bound at capacity",
-            ev.binding.as_deref().unwrap_or("the queue's growth"),
-            r.bound.as_deref().unwrap_or("?")
-        );
+        // buying against renting, for a candidate that runs
+        if let (Some(buy), Some(rent)) = (m.purchase.get(&c.gpu), price) {
+            let running =
+                m.running.get(&c.gpu).copied().or_else(|| money::running_cost_per_hour(&c.gpu)).unwrap_or(0.0);
+            r.break_even_hours = money::break_even_hours(*buy, rent, running);
+        }
+        r.reason = if outran {
+            format!(
+                "serves {capacity:.2} req/s (arrivals at {rate:.2} req/s still met the SLO while they queued); {}-bound",
+                r.bound.as_deref().unwrap_or("?")
+            )
+        } else {
+            format!(
+                "capacity {rate:.2} req/s, then {} fails first; {}-bound at capacity",
+                ev.binding.as_deref().unwrap_or("the queue's growth"),
+                r.bound.as_deref().unwrap_or("?")
+            )
+        };
         if let (Some(budget), Some(cost)) = (m.budget, r.cost_per_hour_for_target)
             && cost > budget
         {
@@ -426,4 +485,30 @@ pub fn rank(rows: &mut [PlanCandidate], budget: Option<f64>) {
         let (ka, kb) = (key(a), key(b));
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ka.2.total_cmp(&kb.2))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draft_shares_its_targets_tokenizer() {
+        let c = Catalog::builtin();
+        let draft = |m: &str| draft_for(&c, c.model(m).unwrap()).map(|d| d.name.clone());
+        assert_eq!(draft("llama-3.1-8b").as_deref(), Some("llama-3.2-1b"));
+        assert_eq!(draft("llama-3.1-70b").as_deref(), Some("llama-3.2-1b"));
+        assert_eq!(draft("llama-2-70b").as_deref(), Some("llama-2-7b"));
+        // Mistral's tokenizer has Llama 2's vocabulary size, not its publisher; Qwen and Llama 4
+        // have no smaller sibling here
+        for m in ["mixtral-8x7b", "qwen2.5-7b", "llama-4-scout"] {
+            assert_eq!(draft(m), None, "{m}");
+        }
+        // the spec mechanism says so, and takes a draft when given one
+        let mut spec = EngineSpec::default();
+        let mixtral = c.model("mixtral-8x7b").unwrap();
+        let e = Mechanism::Spec.apply(&mut spec, &c, mixtral, None, 900.0).unwrap_err();
+        assert!(e.contains("--draft MODEL"), "{e}");
+        Mechanism::Spec.apply(&mut spec, &c, mixtral, Some("llama-2-7b"), 900.0).unwrap();
+        assert!(spec.speculative.is_some());
+    }
 }
