@@ -141,25 +141,37 @@ fn the_reduced_agreement_matrix() {
         ),
     ];
     for (name, flags) in cases {
-        let go = |cmd: &str| {
-            let out = dir.join(format!("{name}-{cmd}.json"));
+        let seeds = ["5", "6", "7"];
+        let go = |cmd: &str, k: usize| {
+            let out = dir.join(format!("{name}-{cmd}-{k}.json"));
             let mut a = vec![cmd];
             a.extend_from_slice(flags);
+            if name == "sessions" {
+                a.extend_from_slice(&["--seed", seeds[k]]);
+            }
             a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
             let o = run(&a, Duration::from_secs(180));
             assert_eq!(o.status.code(), Some(0), "{a:?}: {}", text(&o.stderr));
             load_valid(&out)
         };
-        let (b, s) = (go("bench"), go("sim"));
+        // multi-turn sessions under chunked prefill: which iterations a burst of turns splits over
+        // is decided by microseconds, in the simulator too (its front-end draws), so one run's
+        // mean TTFT moves by about ±9% from seed to seed (scripts/bench-front-end.sh): three seeds
+        // of each, their means held against each other
+        let runs = if name == "sessions" { 3 } else { 1 };
+        let b: Vec<serde_json::Value> = (0..runs).map(|k| go("bench", k)).collect();
+        let s: Vec<serde_json::Value> = (0..runs).map(|k| go("sim", k)).collect();
+        let mean = |docs: &[serde_json::Value], metric: &str, st: &str| {
+            let xs: Vec<f64> = docs.iter().map(|d| stat(d, metric, st)).collect();
+            (xs.iter().sum::<f64>() / xs.len() as f64, xs)
+        };
         for metric in ["ttft_ms", "tpot_ms"] {
-            // multi-turn sessions under chunked prefill: mean TTFT is measured 137–153 ms against
-            // 146.9 simulated from run to run, the open front-end item of the digital-twin issue
-            // (lockstep bursts that the real-time path's front end splits): 10% until it is
-            // modelled for the built-in presets; every other figure holds 6%
-            let mean_band = 0.06;
-            for (st, band) in [("mean", mean_band), ("p90", 0.10)] {
-                let (x, y) = (stat(&b, metric, st), stat(&s, metric, st));
-                assert!((x / y - 1.0).abs() <= band, "{name} {metric} {st}: bench {x:.2} vs sim {y:.2} (over {band})");
+            for (st, band) in [("mean", 0.06), ("p90", 0.10)] {
+                let ((x, xs), (y, ys)) = (mean(&b, metric, st), mean(&s, metric, st));
+                assert!(
+                    (x / y - 1.0).abs() <= band,
+                    "{name} {metric} {st}: bench {x:.2} (runs {xs:.2?}) vs sim {y:.2} (runs {ys:.2?}) (over {band})"
+                );
             }
         }
     }

@@ -61,6 +61,29 @@ fn report_renders_a_simulated_run_as_html_and_csv() {
     assert_offline(&page);
     assert_charts(&page, &RUN_CHARTS);
     assert!(page.contains("95% CI") && page.contains("Token counts"));
+    // the answer first: the headline tables hold the document's figures (as rounded on the page)
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    let s = &doc["runs"][0]["summary"];
+    let head = &page[..page.find("<details><summary>the console report").expect("the console text, folded")];
+    assert!(head.contains("class=\"headline\"") && !head.contains("<pre>latency"), "no console text above it");
+    for (m, st, digits) in [
+        ("ttft_ms", "p50", 2),
+        ("ttft_ms", "p90", 2),
+        ("ttft_ms", "p99", 2),
+        ("tpot_ms", "p50", 2),
+        ("tpot_ms", "p99", 2),
+        ("itl_ms", "p90", 2),
+        ("e2e_ms", "p99", 2),
+    ] {
+        let want = s[m][st].as_f64().unwrap();
+        let got = headline_figure(head, m, st);
+        assert!((got - want).abs() <= 0.5 * 10f64.powi(-digits) + 1e-9, "{m} {st}: page {got} vs document {want}");
+    }
+    let rps = s["request_throughput"].as_f64().unwrap();
+    assert!((headline_figure(head, "request_throughput", "value") - rps).abs() <= 0.005 + 1e-9);
+    let att = s["slo"]["attainment"].as_f64().unwrap() * 100.0;
+    assert!((headline_figure(head, "slo", "attainment") - att).abs() <= 0.05 + 1e-9);
+    assert!(head.contains("data-metric=\"verdict\">ok<"), "verdict");
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.matches("\r\n").count(), 201, "a header and 200 requests");
     assert!(csv.starts_with("run,run_name,id,"));
@@ -205,12 +228,29 @@ fn plan_html_draws_cost_vs_latency() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     assert_offline(&page);
-    assert_eq!(chart_points(&page, "chart-plan-cost"), vec![2, 2]);
+    // two candidates; the front holds one or both
+    let pts = chart_points(&page, "chart-plan-cost");
+    assert!(pts[0] == 2 && (1..=2).contains(&pts[1]), "{pts:?}");
+    assert_titled(&page, "chart-plan-cost");
+    // the ranking as a table with units, its figures the document's; the Pareto points named on
+    // the chart
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for h in ["req/s per GPU", "output tok/s per GPU", "p99 TTFT, ms", "$ per M output tokens", "binding SLO"] {
+        assert!(page.contains(h), "{h}");
+    }
+    for (i, c) in doc["plan"]["candidates"].as_array().unwrap().iter().enumerate() {
+        let row = &page[page.find(&format!("<tr data-candidate=\"{i}\">")).unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        if let Some(cost) = c["cost_per_m_output"].as_f64() {
+            assert!(row.contains(&format!("data-field=\"cost_per_m_output\">{cost:.3}<")), "{row}");
+        }
+    }
+    assert!(page.contains("<text class=\"pl\""), "the Pareto points are labelled on the chart");
     // the same page from the plan's result document
     let again = dir.join("again.html");
     let o = run(&["report", out.to_str().unwrap(), "--html", again.to_str().unwrap()], LIMIT);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert_eq!(chart_points(&std::fs::read_to_string(&again).unwrap(), "chart-plan-cost"), vec![2, 2]);
+    assert_eq!(chart_points(&std::fs::read_to_string(&again).unwrap(), "chart-plan-cost"), pts);
 }
 
 /// A quick simulated run written to `out` (extra flags appended).

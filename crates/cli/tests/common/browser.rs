@@ -58,7 +58,44 @@ pub fn assert_charts(html: &str, ids: &[&str]) {
     for id in ids {
         let pts = chart_points(html, id);
         assert!(!pts.is_empty() && pts.iter().all(|&n| n > 0), "{id}: {pts:?}");
+        assert_titled(html, id);
     }
+}
+
+/// Every dot and bar of chart `id` carries a `<title>` naming its series, x and y, and every
+/// line a title and titled hover targets.
+pub fn assert_titled(html: &str, id: &str) {
+    let start = html.find(&format!("<svg class=\"chart\" id=\"{id}\"")).unwrap();
+    let chart = &html[start..start + html[start..].find("</svg>").unwrap()];
+    // the series' marks (the legend's swatches are not points)
+    for group in chart.split("<g class=\"series\"").skip(1) {
+        let svg = &group[..group.find("</g>").unwrap_or(group.len())];
+        check_marks(id, svg);
+    }
+}
+
+fn check_marks(id: &str, svg: &str) {
+    for mark in ["<circle ", "<rect "] {
+        for (i, _) in svg.match_indices(mark) {
+            let el = &svg[i..];
+            let end = el.find('>').unwrap();
+            assert!(!el[..end].ends_with('/'), "{id}: an untitled mark {}", &el[..end + 1]);
+            assert!(el[end + 1..].starts_with("<title>"), "{id}: an untitled mark {}", &el[..end + 1]);
+            let title = &el[end + 8..end + 8 + el[end + 8..].find("</title>").unwrap()];
+            assert!(title.contains(" = ") && title.contains(':'), "{id}: title {title:?}");
+        }
+    }
+    for (i, _) in svg.match_indices("<polyline ") {
+        assert!(svg[i..].split("</polyline>").next().unwrap().contains("<title>"), "{id}: an untitled line");
+    }
+}
+
+/// The figure a headline cell shows (`data-metric`, `data-stat`), parsed.
+pub fn headline_figure(html: &str, metric: &str, stat: &str) -> f64 {
+    let key = format!("data-metric=\"{metric}\" data-stat=\"{stat}\">");
+    let i = html.find(&key).unwrap_or_else(|| panic!("no headline figure {metric} {stat}"));
+    let v = &html[i + key.len()..];
+    v[..v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap()].parse().unwrap()
 }
 
 /// Opens the report in headless Chromium when it is installed (required when

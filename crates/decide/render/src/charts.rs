@@ -461,15 +461,17 @@ pub fn rate_charts(runs: &[Run], capacity: Option<&CapacityReport>) -> Vec<Chart
 pub fn plan_chart(p: &PlanReport) -> Chart {
     let point = |i: usize| {
         let c = &p.candidates[i];
-        Some((c.ttft_p99_ms? + c.tpot_p99_ms.unwrap_or(0.0), c.cost_per_m_output?))
+        let name = format!("#{} {}", i + 1, crate::planning::name(c));
+        Some((c.ttft_p99_ms? + c.tpot_p99_ms.unwrap_or(0.0), c.cost_per_m_output?, name))
     };
-    let all: Vec<(f64, f64)> = (0..p.candidates.len()).filter_map(point).collect();
-    let mut front: Vec<(f64, f64)> =
+    let all: Vec<(f64, f64, String)> = (0..p.candidates.len()).filter_map(point).collect();
+    let mut front: Vec<(f64, f64, String)> =
         p.pareto.iter().filter(|&&i| i < p.candidates.len()).filter_map(|&i| point(i)).collect();
     front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // every candidate names itself on hover; the Pareto front's are written on the chart
     Chart::new("chart-plan-cost", "Cost vs p99 latency", "TTFT p99 + TPOT p99 (ms)", "$ per million output tokens")
-        .with(Series::new("candidates", Mark::Dots, all))
-        .with(Series::new("Pareto front", Mark::Line, front))
+        .with(Series::labelled("candidates", Mark::Dots, all, false))
+        .with(Series::labelled("Pareto front", Mark::Line, front, true))
 }
 
 #[cfg(test)]

@@ -44,9 +44,11 @@ pub fn html_report(doc: &ResultDoc, source: &str) -> String {
     }
     if let Some(p) = &doc.plan {
         o.push_str("<section id=\"plan\"><h2>Plan</h2>");
-        pre(&mut o, &crate::render_plan(p));
+        plan_table(&mut o, p);
         charts_block(&mut o, &[charts::plan_chart(p)]);
-        o.push_str("</section>\n");
+        o.push_str("<details><summary>the console plan</summary>");
+        pre(&mut o, &crate::render_plan(p));
+        o.push_str("</details></section>\n");
     }
     if let Some(v) = &doc.validation {
         o.push_str("<section id=\"validation\"><h2>Twin validation: predicted vs measured</h2>");
@@ -105,7 +107,7 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
         run.elapsed_s.map_or(String::new(), |s| format!("took {s:.2} s")),
         run.plan.engine_plan().map_or(String::new(), |e| format!(" · engine {}", esc(&e.describe())))
     );
-    pre(o, &crate::console::render_run("report", run));
+    headline(o, run);
     sends_table(o, run);
     slo_table(o, run);
     provenance(o, run);
@@ -141,9 +143,136 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
         let _ = write!(o, "<h3>Server metrics over time</h3><p class=\"meta\">{}</p>", esc(&m.line()));
         charts_block(o, &sc);
     }
+    o.push_str("<details><summary>the console report</summary>");
+    pre(o, &crate::console::render_run("report", run));
+    o.push_str("</details>");
     o.push_str("<details><summary>the run's plan (as data)</summary>");
     pre(o, &serde_json::to_string_pretty(&run.plan).unwrap_or_default());
     o.push_str("</details></section>\n");
+}
+
+/// The run's answer first: its verdict, SLO attainment and goodput, throughput, and TTFT / TPOT /
+/// ITL / E2E at p50 / p90 / p99 with their 95% intervals, as tables (each figure carries
+/// `data-metric` and `data-stat`, so a test can hold it against the document); then the
+/// warnings with their codes.
+fn headline(o: &mut String, run: &Run) {
+    let s = &run.summary;
+    let (verdict, class) = if run.stop == goodput_metrics::StopReason::Saturated {
+        ("saturated: stopped early, requests piled up".to_string(), "missed")
+    } else if s.verdict == goodput_metrics::ClientVerdict::ClientBound {
+        ("client-bound: the load generator fell behind; the figures measure the client too".to_string(), "missed")
+    } else if s.failed > 0 {
+        (format!("{} of {} requests failed", s.failed, s.attempted), "missed")
+    } else {
+        ("ok".to_string(), "met")
+    };
+    let _ = write!(
+        o,
+        "<div class=\"headline\"><p class=\"verdict\">verdict: <span class=\"{class}\" data-metric=\"verdict\">{}</span> \
+         · {} completed of {} attempted in {:.2} s</p>",
+        esc(&verdict),
+        s.completed,
+        s.attempted,
+        s.duration_s
+    );
+    o.push_str("<div class=\"tables\">");
+    if let Some(slo) = &s.slo {
+        let _ = write!(
+            o,
+            "<table class=\"figures\"><caption>SLO {}</caption><tr><th class=\"l\">attainment</th>\
+             <td data-metric=\"slo\" data-stat=\"attainment\">{:.1}%</td></tr><tr><th class=\"l\">goodput, req/s</th>\
+             <td data-metric=\"slo\" data-stat=\"request_goodput\">{:.2}</td></tr><tr><th class=\"l\">goodput, tok/s</th>\
+             <td data-metric=\"slo\" data-stat=\"token_goodput\">{:.1}</td></tr></table>",
+            esc(&slo.predicates.join(", ")),
+            slo.attainment * 100.0,
+            slo.request_goodput,
+            slo.token_goodput
+        );
+    }
+    let _ = write!(
+        o,
+        "<table class=\"figures\"><caption>throughput</caption><tr><th class=\"l\">requests/s</th>\
+         <td data-metric=\"request_throughput\" data-stat=\"value\">{:.2}</td></tr><tr><th class=\"l\">output tokens/s</th>\
+         <td data-metric=\"output_throughput\" data-stat=\"value\">{:.1}</td></tr><tr><th class=\"l\">total tokens/s</th>\
+         <td data-metric=\"total_throughput\" data-stat=\"value\">{:.1}</td></tr></table>",
+        s.request_throughput, s.output_throughput, s.total_throughput
+    );
+    o.push_str(
+        "<table class=\"figures latency\"><caption>latency, ms (95% interval)</caption><tr><th class=\"l\">metric</th>\
+         <th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>n</th></tr>",
+    );
+    for (id, label, d) in [
+        ("ttft_ms", "TTFT", &s.ttft_ms),
+        ("tpot_ms", "TPOT", &s.tpot_ms),
+        ("itl_ms", "ITL", &s.itl_ms),
+        ("e2e_ms", "E2E", &s.e2e_ms),
+    ] {
+        let cell = |stat: &str, v: Option<f64>, ci: Option<[Option<f64>; 2]>| {
+            let v = v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+            let ci = ci.map_or(String::new(), |[lo, hi]| {
+                let f = |x: Option<f64>| x.map_or_else(|| "?".to_string(), |x| format!("{x:.2}"));
+                format!("<br/><small>{}–{}</small>", f(lo), f(hi))
+            });
+            format!("<td data-metric=\"{id}\" data-stat=\"{stat}\">{v}{ci}</td>")
+        };
+        let _ = write!(
+            o,
+            "<tr><th class=\"l\">{label}</th>{}{}{}{}<td>{}</td></tr>",
+            cell("p50", d.p50, d.p50_ci),
+            cell("p90", d.p90, d.p90_ci),
+            cell("p99", d.p99, d.p99_ci),
+            cell("mean", d.mean, None),
+            d.n
+        );
+    }
+    o.push_str("</table></div>");
+    if !s.warnings.is_empty() {
+        o.push_str("<ul class=\"warnings\">");
+        for w in &s.warnings {
+            let _ = write!(o, "<li><code>{}</code> {}</li>", w.code.as_str(), esc(&w.message));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("</div>\n");
+}
+
+/// The plan's ranking as a table: units in the headers, the SLO predicate that binds, costs per
+/// million output and total tokens, tokens per second per GPU, and each row's reason.
+fn plan_table(o: &mut String, p: &goodput_results::planning::PlanReport) {
+    let _ = write!(
+        o,
+        "<p class=\"meta\">{} · {} · SLO {} for {:.0}% of requests · {} candidates; ★ on the Pareto front of cost \
+         against p99 latency</p>",
+        esc(&p.model),
+        esc(&p.workload),
+        esc(&p.slo),
+        p.attainment_target * 100.0,
+        p.candidates.len()
+    );
+    o.push_str(
+        "<table class=\"plan\"><tr><th>#</th><th class=\"l\">deployment</th><th>GPUs</th><th>req/s</th><th>req/s per GPU</th>\
+         <th>output tok/s</th><th>output tok/s per GPU</th><th>p99 TTFT, ms</th><th>p99 TPOT, ms</th>\
+         <th class=\"l\">binding SLO</th><th>$ per GPU-hour</th><th>$ per M output tokens</th>\
+         <th>$ per M tokens in+out</th><th>prompt tokens cached</th><th class=\"l\">why</th></tr>",
+    );
+    for (i, c) in p.candidates.iter().enumerate() {
+        let rank = if c.capacity.is_some() { (i + 1).to_string() } else { "-".into() };
+        let star = if p.pareto.contains(&i) { "★ " } else { "" };
+        let [rps, rps_gpu, tok, tok_gpu, ttft, tpot, price, out, all, cached] = crate::planning::figures(c);
+        let _ = write!(
+            o,
+            "<tr data-candidate=\"{i}\"><td>{rank}</td><td class=\"l\">{star}{}</td><td>{}</td>\
+             <td data-field=\"capacity\">{rps}</td><td>{rps_gpu}</td><td data-field=\"output_tokens_per_s\">{tok}</td>\
+             <td>{tok_gpu}</td><td>{ttft}</td><td>{tpot}</td><td class=\"l\">{}</td><td>{price}</td>\
+             <td data-field=\"cost_per_m_output\">{out}</td><td data-field=\"cost_per_m_total\">{all}</td>\
+             <td>{cached}</td><td class=\"l\">{}</td></tr>",
+            esc(&crate::planning::name(c)),
+            c.gpus,
+            esc(c.binding.as_deref().unwrap_or("-")),
+            esc(&c.reason)
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 /// What the server was sent (measured runs): POSTs by cause.

@@ -16,11 +16,15 @@ pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;backgroun
 table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid var(--line);padding:3px 8px;text-align:right}th{background:#f6f8fa}td.l,th.l{text-align:left}
 .met{color:var(--ok);font-weight:600}.missed{color:var(--bad);font-weight:600}.unsure{color:var(--muted);font-weight:600}
 .warn{color:var(--bad)}
+.headline .verdict{font-size:16px;margin:6px 0}.headline .tables{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
+table.figures caption{text-align:left;font-weight:600;padding:2px 0}table.figures small{color:var(--muted)}
+table.plan{font-size:12px;width:100%}table.plan td.l:last-child{max-width:340px}
+ul.warnings{color:var(--bad)}ul.warnings code{background:#fbeaea;padding:0 4px}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:12px}
 svg.chart{width:100%;height:auto;border:1px solid var(--line);background:#fff;font:10px system-ui,sans-serif}
 svg.chart .ct{font-size:12px;font-weight:600;fill:var(--fg)}svg.chart .al{font-size:11px;fill:var(--muted)}
 svg.chart text{fill:#333}svg.chart .grid{stroke:#eceff1}svg.chart .tick,svg.chart .frame{stroke:#888}
-svg.chart .empty{fill:var(--muted)}
+svg.chart .empty{fill:var(--muted)}svg.chart .pl{font-size:10px;fill:var(--fg)}
 details{margin:8px 0}summary{cursor:pointer;color:var(--accent)}
 nav a{margin-right:12px}
 @media print{body{max-width:none;padding:0;font-size:11px}.charts{grid-template-columns:1fr 1fr}svg.chart,section.run,table,pre{break-inside:avoid}nav,details>summary{display:none}details{display:block}pre{white-space:pre-wrap}a{color:inherit;text-decoration:none}}

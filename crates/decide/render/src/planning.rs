@@ -9,8 +9,26 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.digits$}"))
 }
 
+/// A candidate's figures as the console and the HTML page print them, in column order: req/s,
+/// req/s per GPU, output tok/s, output tok/s per GPU, p99 TTFT (ms), p99 TPOT (ms), $ per
+/// GPU-hour, $ per million output tokens, $ per million tokens in and out, the cached prompt share.
+pub(crate) fn figures(c: &PlanCandidate) -> [String; 10] {
+    [
+        opt(c.capacity, 2),
+        opt(c.capacity_per_gpu, 2),
+        opt(c.output_tokens_per_s, 0),
+        opt(c.output_tokens_per_s_per_gpu, 0),
+        opt(c.ttft_p99_ms, 0),
+        opt(c.tpot_p99_ms, 1),
+        opt(c.price_per_gpu_hour, 2),
+        opt(c.cost_per_m_output, 3),
+        opt(c.cost_per_m_total, 3),
+        c.cached_prompt_share.map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0)),
+    ]
+}
+
 /// `h100 ×2 fp8 vllm baseline`.
-fn name(c: &PlanCandidate) -> String {
+pub(crate) fn name(c: &PlanCandidate) -> String {
     let mech = if c.mechanisms == "baseline" { String::new() } else { format!(" +{}", c.mechanisms) };
     format!("{}×{} tp{} {} {}{mech}", c.gpus, c.gpu, c.tp, c.dtype.name(), c.engine)
 }
@@ -88,22 +106,14 @@ pub fn render_plan(r: &PlanReport) -> String {
             _ if target => format!(" {:>11}", "-"),
             _ => String::new(),
         };
+        let [rps, rps_gpu, tok, tok_gpu, ttft, tpot, price, out, all, cached] = figures(c);
         let _ = writeln!(
             o,
-            "{} {:>3}  {:<34} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>8} {:>8} {:>9} {:>6}{for_target}",
+            "{} {:>3}  {:<34} {rps:>9} {rps_gpu:>9} {tok:>10} {tok_gpu:>9} {ttft:>8} {tpot:>8} {price:>7} {out:>8} {all:>8} \
+             {cached:>9} {:>6}{for_target}",
             if pareto(i) { "*" } else { " " },
             rank,
             name(c),
-            opt(c.capacity, 2),
-            opt(c.capacity_per_gpu, 2),
-            opt(c.output_tokens_per_s, 0),
-            opt(c.output_tokens_per_s_per_gpu, 0),
-            opt(c.ttft_p99_ms, 0),
-            opt(c.tpot_p99_ms, 1),
-            opt(c.price_per_gpu_hour, 2),
-            opt(c.cost_per_m_output, 3),
-            opt(c.cost_per_m_total, 3),
-            c.cached_prompt_share.map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0)),
             c.gpus,
         );
         let _ = writeln!(o, "        {}", c.reason);

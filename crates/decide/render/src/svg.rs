@@ -34,18 +34,34 @@ pub enum Mark {
     Bars,
 }
 
-/// One series: a name for the legend and its points (already downsampled).
+/// One series: a name for the legend and its points (already downsampled), with a name for each
+/// point where the points are things (a request, a run, a deployment), and whether those names
+/// are written on the chart beside their points.
 #[derive(Clone, Debug)]
 pub struct Series {
     pub name: String,
     pub mark: Mark,
     pub points: Vec<(f64, f64)>,
+    /// Empty, or one per point.
+    pub labels: Vec<String>,
+    pub annotate: bool,
 }
+
+/// Hover targets a line carries: at most this many of its vertices, evenly spaced, each with its
+/// title (a dot or bar carries its own, every one).
+pub const LINE_TARGETS: usize = 40;
 
 impl Series {
     pub fn new(name: impl Into<String>, mark: Mark, points: Vec<(f64, f64)>) -> Self {
         let points = points.into_iter().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
-        Series { name: name.into(), mark, points }
+        Series { name: name.into(), mark, points, labels: Vec::new(), annotate: false }
+    }
+
+    /// A series whose points are named things; `annotate` writes the names on the chart.
+    pub fn labelled(name: impl Into<String>, mark: Mark, points: Vec<(f64, f64, String)>, annotate: bool) -> Self {
+        let (points, labels) =
+            points.into_iter().filter(|(x, y, _)| x.is_finite() && y.is_finite()).map(|(x, y, l)| ((x, y), l)).unzip();
+        Series { name: name.into(), mark, points, labels, annotate }
     }
 }
 
@@ -181,7 +197,16 @@ impl Chart {
         );
     }
 
-    /// Writes each series as a group of its marks: a polyline, dots or bars.
+    /// A point's hover text: its series, its name where it has one, x and y with the axes' labels.
+    fn point_title(&self, s: &Series, k: usize) -> String {
+        let (x, y) = s.points[k];
+        let name = s.labels.get(k).map_or(String::new(), |l| format!(" · {l}"));
+        esc(&format!("{}{name}: {} = {}, {} = {}", s.name, self.x_label, num(x), self.y_label, num(y)))
+    }
+
+    /// Writes each series as a group of its marks: a polyline (with titled hover targets on up to
+    /// [`LINE_TARGETS`] of its vertices), dots or bars (each titled), and the names of annotated
+    /// points beside them.
     fn write_series(&self, o: &mut String, plot: &Plot) {
         let (px, py) = (|x: f64| plot.px(x), |y: f64| plot.py(y));
         let (x0, y0, bw) = (plot.x0, plot.y0, plot.bw);
@@ -200,25 +225,56 @@ impl Chart {
                         let _ = write!(o, "{:.1},{:.1} ", px(x), py(y));
                         prev = Some(py(y));
                     }
-                    o.push_str(r#""/>"#);
+                    let _ = write!(o, r#""><title>{}</title></polyline>"#, esc(&s.name));
+                    let every = n.div_ceil(LINE_TARGETS).max(1);
+                    for k in (0..n).filter(|k| k % every == 0 || *k == n - 1 || !s.labels.is_empty()) {
+                        let (x, y) = s.points[k];
+                        let _ = write!(
+                            o,
+                            r#"<circle class="hp" cx="{:.1}" cy="{:.1}" r="3" fill="{c}" fill-opacity="0"><title>{}</title></circle>"#,
+                            px(x),
+                            py(y),
+                            self.point_title(s, k)
+                        );
+                    }
                 }
                 Mark::Dots => {
-                    for &(x, y) in &s.points {
-                        let _ = write!(o, r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#, px(x), py(y));
+                    for (k, &(x, y)) in s.points.iter().enumerate() {
+                        let _ = write!(
+                            o,
+                            r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"><title>{}</title></circle>"#,
+                            px(x),
+                            py(y),
+                            self.point_title(s, k)
+                        );
                     }
                 }
                 Mark::Bars => {
                     let w = (px(x0 + bw) - px(x0)).max(0.5);
                     let base = py(y0.max(0.0));
-                    for &(x, y) in &s.points {
+                    for (k, &(x, y)) in s.points.iter().enumerate() {
                         let top = py(y);
                         let _ = write!(
                             o,
-                            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{c}" fill-opacity="0.75"/>"#,
+                            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{c}" fill-opacity="0.75"><title>{}</title></rect>"#,
                             px(x) - w / 2.0,
                             top.min(base),
                             w,
-                            (base - top).abs()
+                            (base - top).abs(),
+                            self.point_title(s, k)
+                        );
+                    }
+                }
+            }
+            if s.annotate {
+                for (k, &(x, y)) in s.points.iter().enumerate() {
+                    if let Some(l) = s.labels.get(k) {
+                        let _ = write!(
+                            o,
+                            r#"<text class="pl" x="{:.1}" y="{:.1}">{}</text>"#,
+                            px(x) + 5.0,
+                            py(y) - 5.0,
+                            esc(l)
                         );
                     }
                 }

@@ -358,15 +358,18 @@ impl ServingEngine for Engine {
         self.intake_free_at = ready;
         // the front end (a twin's fitted one, or the preset's): requests pass it side by side,
         // each with its own latency, drawn from the request's own seed (so that a request's draw
-        // does not depend on which engine or shard serves it), or its id where it has none
-        let seed = if r.seed != 0 { r.seed } else { id.rotate_left(17) };
-        ready += match &self.cfg.fitted {
-            Some(f) => f.frontend_delay(r.prompt_tokens as u64, seed),
-            None => {
-                let e = &self.cfg.efficiency;
-                crate::fitted::front_end_delay(e.frontend_s, e.frontend_jitter_s, seed)
-            }
-        };
+        // does not depend on which engine or shard serves it), or its id where it has none; a
+        // request handed over with its KV (disaggregation) does not pass it again
+        if !r.kv_ready {
+            let seed = [r.frontend_seed, r.seed].into_iter().find(|&s| s != 0).unwrap_or(id.rotate_left(17));
+            ready += match &self.cfg.fitted {
+                Some(f) => f.frontend_delay(r.prompt_tokens as u64, seed),
+                None => {
+                    let e = &self.cfg.efficiency;
+                    crate::fitted::front_end_delay(e.frontend_s, e.frontend_jitter_s, seed)
+                }
+            };
+        }
         // room for every block it will hold, so that its table does not reallocate as it grows
         let reserve = self.reservation(&r);
         let tokens = (r.prompt_tokens as u64 + r.output_tokens as u64).max(reserve);

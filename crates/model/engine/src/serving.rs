@@ -22,6 +22,10 @@ pub struct EngineRequest {
     pub max_tokens: u32,
     /// The request's own random seed (speculative decoding draws its accepted tokens from it).
     pub seed: u64,
+    /// The seed of its front-end latency draw, where the driver has one that names the request
+    /// the same however the run is split (a closed-loop user's request is its user and scheduled
+    /// time: session ids are dealt in arrival order, which shards do not share); 0: `seed`.
+    pub frontend_seed: u64,
     /// Its prompt's KV arrives with it and its first token is already generated (a decode
     /// instance of a disaggregated deployment takes over from a prefill instance).
     pub kv_ready: bool,

@@ -230,6 +230,7 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
         output_tokens: output,
         max_tokens: max_tokens as u32,
         seed,
+        frontend_seed: 0,
         block_hashes: match (sequence, m.engine.prefix_block_size()) {
             (Some(seq), Some(bs)) => sequence_hashes(&m.tokenizer, seq, &rng, output, bs),
             _ => Vec::new(),

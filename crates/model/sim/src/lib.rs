@@ -334,6 +334,10 @@ impl<'a> Sim<'a> {
             output_tokens: output,
             max_tokens: r.max_tokens,
             seed: r.seed,
+            frontend_seed: match r.user {
+                Some(u) => goodput_workload::seed::mix(&[u as u64, r.scheduled_s.to_bits()]),
+                None => r.seed,
+            },
             block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
             kv_ready: false,
         };
