@@ -166,6 +166,7 @@ mod tests {
                 RequestRecord {
                     event_ms: events.clone(),
                     event_tokens: vec![1; 5],
+                    output_tokens: Some(5),
                     end_ms: events.last().copied(),
                     ..rec(s, 5.0)
                 }

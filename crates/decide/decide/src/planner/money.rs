@@ -44,11 +44,23 @@ pub const DEFAULT_PRICES: &[(&str, f64, &str)] = &[
     ("mi300x", 2.59, "DigitalOcean gpu-mi300x1-192gb (2026-10-07)"),
     ("a100", 1.79, "RunPod Secure A100 80GB SXM (2026-11-09)"),
     ("l40s", 2.25, "CoreWeave 8x L40S / 8 (Feb 2026)"),
+    ("rtx5090", 0.69, "RunPod RTX 5090, via deploybase.ai's RTX 5090 cloud page (read 2026-12-05)"),
+    // no one rents one: an owned machine's cost, $6,999 (M2 Ultra, 76-core GPU, 192 GB, 2 TB;
+    // June 2023) over three years of use, plus its 295 W at the wall (Apple, support 102027)
+    ("m2-ultra", 0.31, "owned: $6,999 over 3 years (26,280 h) = 0.27, plus 295 W x 1.3 x $0.12/kWh = 0.05"),
 ];
 
 /// Board power, watts, for the running cost of an owned GPU.
-pub const BOARD_POWER_W: &[(&str, f64)] =
-    &[("h100", 700.0), ("h200", 700.0), ("b200", 1000.0), ("mi300x", 750.0), ("a100", 400.0), ("l40s", 350.0)];
+pub const BOARD_POWER_W: &[(&str, f64)] = &[
+    ("h100", 700.0),
+    ("h200", 700.0),
+    ("b200", 1000.0),
+    ("mi300x", 750.0),
+    ("a100", 400.0),
+    ("l40s", 350.0),
+    ("rtx5090", 575.0),
+    ("m2-ultra", 295.0),
+];
 
 /// Electricity for an owned GPU: $ per kWh, and the data centre's power usage effectiveness.
 pub const POWER_PRICE_PER_KWH: f64 = 0.12;
@@ -74,6 +86,18 @@ mod tests {
         let c = cost_per_million(2.0 * 3.99, 5000.0).unwrap();
         assert!((c - 7.98 / 18.0).abs() < 1e-12, "{c}");
         assert_eq!(cost_per_million(3.99, 0.0), None);
+    }
+
+    #[test]
+    fn every_gpu_of_the_catalog_is_priced() {
+        let c = goodput_engine::Catalog::builtin();
+        for g in c.gpus.keys() {
+            assert!(default_price(g).is_some(), "{g} has no default price");
+            assert!(running_cost_per_hour(g).is_some(), "{g} has no board power");
+        }
+        // the owned workstation by hand: 6999 / 26280 + 0.295 kW x 1.3 x $0.12
+        let owned = 6999.0 / 26280.0 + 0.295 * 1.3 * 0.12;
+        assert!((default_price("m2-ultra").unwrap() - owned).abs() < 0.005, "{owned}");
     }
 
     #[test]
