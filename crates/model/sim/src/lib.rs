@@ -335,7 +335,7 @@ impl<'a> Sim<'a> {
             max_tokens: r.max_tokens,
             seed: r.seed,
             frontend_seed: match r.user {
-                Some(u) => goodput_workload::seed::mix(&[u as u64, r.scheduled_s.to_bits()]),
+                Some(u) => goodput_workload::seed::mix(&[self.cfg.seed, u as u64, r.scheduled_s.to_bits()]),
                 None => r.seed,
             },
             block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
