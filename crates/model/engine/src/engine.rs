@@ -364,10 +364,7 @@ impl ServingEngine for Engine {
             let seed = [r.frontend_seed, r.seed].into_iter().find(|&s| s != 0).unwrap_or(id.rotate_left(17));
             ready += match &self.cfg.fitted {
                 Some(f) => f.frontend_delay(r.prompt_tokens as u64, seed),
-                None => {
-                    let e = &self.cfg.efficiency;
-                    crate::fitted::front_end_delay(e.frontend_s, e.frontend_jitter_s, seed)
-                }
+                None => self.cfg.efficiency.frontend_delay(seed),
             };
         }
         // room for every block it will hold, so that its table does not reallocate as it grows
