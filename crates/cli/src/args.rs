@@ -388,6 +388,12 @@ pub struct EngineArgs {
     /// the GPU runs, streaming them over the host link (PCIe) at every step.
     #[arg(long, value_name = "GB")]
     pub cpu_offload_gb: Option<f64>,
+    /// Expert parallelism with data-parallel attention for a mixture of experts (TensorRT-LLM's
+    /// --ep with attention DP, SGLang's --enable-dp-attention): each of the --tp GPUs holds whole
+    /// experts and the whole attention for its own sequences; tokens reach their experts by
+    /// all-to-all over the link.
+    #[arg(long)]
+    pub expert_parallel: bool,
     /// Prefix caching: keep computed KV blocks by content and reuse them for requests sharing a
     /// prefix: on or off (default: the preset's; vLLM V1 on). Alone, the flag means on.
     #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on")]
@@ -417,12 +423,13 @@ pub struct EngineArgs {
     /// with `--rate inf` or a sweep: unbounded, so an offline run queues every request).
     #[arg(long, value_name = "N")]
     pub max_waiting: Option<usize>,
-    /// Model FLOPs utilization of the step-time model (default 0.38, calibrated; FP4 weights use
-    /// their own, 0.34).
+    /// Model FLOPs utilization of the step-time model, at its largest GEMMs (default: calibrated
+    /// for the GPU, engine and format, crates/model/engine/data/efficiency.toml; FP4 weights use
+    /// their own).
     #[arg(long, value_name = "F")]
     pub mfu: Option<f64>,
-    /// Model bandwidth utilization of the step-time model (default 0.8, calibrated; FP4 weights use
-    /// their own, 0.65).
+    /// Model bandwidth utilization of the step-time model (default: calibrated for the GPU,
+    /// engine and format; FP4 weights use their own).
     #[arg(long, value_name = "F")]
     pub mbu: Option<f64>,
     /// Fixed time added to every iteration (default 2ms, calibrated).

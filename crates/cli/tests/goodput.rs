@@ -198,6 +198,72 @@ fn a_reported_capacity_holds_for_ten_minutes() {
     }
 }
 
+/// The property behind the test above, over plans drawn at random (seeded; set
+/// `GOODPUT_PROPERTY_SEED` to draw others): whatever the model, GPU, engine, format and lengths,
+/// a 600 s run at the capacity the search reports (120 s steps) keeps the SLO.
+#[test]
+fn a_reported_capacity_holds_for_ten_minutes_over_random_plans() {
+    let seed: u64 = std::env::var("GOODPUT_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261205);
+    let mut state = seed;
+    let mut pick = |n: usize| {
+        // splitmix64
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    };
+    // (model, tp, dtype) that fit every GPU below; engines; lengths (input, output)
+    let models = [
+        ("llama-3.1-8b", "1", "bf16"),
+        ("llama-3.1-70b", "2", "fp8"),
+        ("mixtral-8x7b", "2", "fp8"),
+        ("qwen3-30b-a3b", "1", "fp8"),
+    ];
+    let gpus = ["h100", "h200", "b200", "mi300x"];
+    let lengths =
+        [("lognormal:300,150", "lognormal:294,250"), ("lognormal:1000,300", "lognormal:200,100"), ("128", "512")];
+    for case in 0..3 {
+        let (model, tp, dtype) = models[pick(models.len())];
+        let gpu = gpus[pick(gpus.len())];
+        let engines: &[&str] = if gpu == "mi300x" { &["vllm", "sglang"] } else { &["vllm", "sglang", "trtllm"] };
+        let engine = engines[pick(engines.len())];
+        let (input, output) = lengths[pick(lengths.len())];
+        let w = [
+            "--model",
+            model,
+            "--gpu",
+            gpu,
+            "--tp",
+            tp,
+            "--dtype",
+            dtype,
+            "--engine",
+            engine,
+            "--slo-preset",
+            "mlperf-llama2-70b",
+            "--input-tokens",
+            input,
+            "--output-tokens",
+            output,
+        ];
+        let plan = w.join(" ");
+        let mut args = vec!["capacity", "--sim", "--step-time", "120s"];
+        args.extend_from_slice(&w);
+        let (d, stdout) = run_ok(&format!("capprop{case}"), &args, Duration::from_secs(300));
+        let rate =
+            d["capacity"]["rate"].as_f64().unwrap_or_else(|| panic!("seed {seed}, {plan}: no capacity\n{stdout}"));
+        let r = format!("{rate}");
+        let mut a = vec!["sim", "--rate", &r, "--duration", "600s", "--seed", "1"];
+        a.extend_from_slice(&w);
+        let (s, _) = run_ok(&format!("capprop{case}-600"), &a, Duration::from_secs(300));
+        let sum = &s["runs"][0]["summary"];
+        let att = sum["slo"]["attainment"].as_f64().unwrap();
+        assert!(att >= 0.97, "seed {seed}, {plan}: 600 s at the reported {rate} req/s kept {att}\n{stdout}");
+        assert!(sum["ttft_ms"]["p99"].as_f64().unwrap() < 5000.0, "seed {seed}, {plan}: {sum}");
+    }
+}
+
 #[test]
 fn capacity_on_the_embedded_engine() {
     let (d, _) = run_ok(

@@ -102,6 +102,20 @@ fn ground_truth(scheduling: &str, policy: &str) {
     }
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Twin validation: predicted vs measured") && page.contains("<svg"), "validation page");
+    // the table holds the document's figures; each chart's points are the held-out runs, named
+    let first = &runs[0]["metrics"][0];
+    let key = format!(
+        "data-metric=\"{}\" data-stat=\"{}-predicted\">",
+        first["metric"].as_str().unwrap(),
+        first["stat"].as_str().unwrap()
+    );
+    let cell = &page[page.find(&key).unwrap() + key.len()..];
+    let shown: f64 = cell[..cell.find('<').unwrap()].parse().unwrap();
+    assert!((shown - first["predicted"].as_f64().unwrap()).abs() < 0.0005 + 1e-9);
+    let charts = ["validation-ttft_ms", "validation-tpot_ms", "validation-output_tokens_per_s"];
+    common::browser::assert_offline(&page);
+    common::browser::assert_charts(&page, &charts);
+    common::browser::browser_check(&html, "twin-validation.png", &charts);
     // the twin runs where the engine model runs, flags as what-ifs, beyond-range loads flagged
     let o = run(&["sim", "--twin", twin.to_str().unwrap(), "--concurrency", "48", "--requests", "96"], LIMIT);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

@@ -110,6 +110,7 @@ pub(super) fn sizes(s: &mut EngineSpec, a: &EngineArgs) -> Result<(), UsageError
     s.block_size = a.block_size;
     s.max_model_len = a.max_model_len;
     s.cpu_offload_gb = a.cpu_offload_gb;
+    s.expert_parallel = a.expert_parallel.then_some(true);
     if a.max_waiting == Some(0) {
         return Err(usage("--max-waiting", "must be at least 1"));
     }

@@ -102,11 +102,11 @@ pub fn headline_figure(html: &str, metric: &str, stat: &str) -> f64 {
 /// GOODPUT_REQUIRE_CHROMIUM=1): the rendered DOM has every chart with its points; the console
 /// logged nothing (the page has no script, so any message is a refused load or an error); the
 /// network log has no request of the page's (only the browser's own service hosts, which it
-/// calls whatever it opens); a screenshot is saved under `target/`.
+/// calls whatever it opens); a screenshot is saved under `target/` (and, for `readme-*` shots
+/// with UPDATE_SCREENSHOTS=1, under docs/img/ for the README); at 1,280 px the page does not
+/// scroll sideways.
 pub fn browser_check(html: &Path, shot: &str, charts: &[&str]) {
-    let required = std::env::var("GOODPUT_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1");
-    let Some(chromium) = ["chromium", "chromium-browser"].into_iter().find(|b| on_path(b)) else {
-        assert!(!required, "GOODPUT_REQUIRE_CHROMIUM=1 but no chromium on PATH");
+    let Some(chromium) = chromium() else {
         eprintln!("note: chromium is not installed: the headless browser check is skipped");
         return;
     };
@@ -158,8 +158,71 @@ pub fn browser_check(html: &Path, shot: &str, charts: &[&str]) {
     assert!(requests.is_empty(), "the page made network requests: {requests:?}");
     let png = target_dir().join(shot);
     let (status, _, log) =
-        run_browser("shot", &[format!("--screenshot={}", png.display()), "--window-size=1340,3000".into()]);
+        run_browser("shot", &[format!("--screenshot={}", png.display()), "--window-size=1280,2400".into()]);
     assert!(status.success() && png.is_file(), "no screenshot: {log}");
+    // the README's screenshots are these, refreshed with UPDATE_SCREENSHOTS=1
+    if shot.starts_with("readme-") && std::env::var("UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::copy(&png, docs.join(shot)).unwrap();
+    }
+    let layout = measure(chromium, html, 1280);
+    assert!(
+        layout.scroll_width <= layout.client_width,
+        "{shot}: the page scrolls sideways at 1,280 px ({} px wide in {} px)",
+        layout.scroll_width,
+        layout.client_width
+    );
+}
+
+/// How a page lays out in headless Chromium at a window `width` px wide: its scrolling width
+/// against the window's, and the milliseconds from navigation to its layout done.
+pub struct Layout {
+    pub scroll_width: f64,
+    pub client_width: f64,
+    pub layout_ms: f64,
+}
+
+/// Opens a copy of `html` with a measuring script appended (and the copy's CSP letting inline
+/// script run: the page itself has none) and reads what it wrote into the DOM.
+pub fn measure(chromium: &str, html: &Path, width: u32) -> Layout {
+    let page = std::fs::read_to_string(html).unwrap();
+    let probe = "<script>(function(){const e=document.documentElement;const w=e.scrollWidth;\
+                 const p=document.createElement('pre');p.id='goodput-layout';\
+                 p.textContent=w+' '+e.clientWidth+' '+performance.now();document.body.appendChild(p);})();</script>";
+    let page = page
+        .replacen("style-src 'unsafe-inline'\"", "style-src 'unsafe-inline'; script-src 'unsafe-inline'\"", 1)
+        .replacen("</body>", &format!("{probe}</body>"), 1);
+    let dir = temp_dir("chromium-layout");
+    let copy = dir.join("page.html");
+    std::fs::write(&copy, page).unwrap();
+    let out = dir.join("dom.out");
+    let child = std::process::Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--window-size={width},900"))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", copy.display()))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = wait_with_deadline(child, Duration::from_secs(90));
+    assert!(o.status.success(), "chromium failed measuring {}", html.display());
+    let dom = std::fs::read_to_string(out).unwrap();
+    let key = "id=\"goodput-layout\">";
+    let i = dom.find(key).unwrap_or_else(|| panic!("the layout probe did not run in {}", html.display()));
+    let v: Vec<f64> =
+        dom[i + key.len()..].split('<').next().unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+    Layout { scroll_width: v[0], client_width: v[1], layout_ms: v[2] }
+}
+
+/// Chromium's binary, when installed (required with GOODPUT_REQUIRE_CHROMIUM=1).
+pub fn chromium() -> Option<&'static str> {
+    let required = std::env::var("GOODPUT_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1");
+    let found = ["chromium", "chromium-browser"].into_iter().find(|b| on_path(b));
+    assert!(found.is_some() || !required, "GOODPUT_REQUIRE_CHROMIUM=1 but no chromium on PATH");
+    found
 }
 
 pub fn on_path(bin: &str) -> bool {

@@ -8,7 +8,7 @@ use goodput_workload::Shard;
 use serde::{Deserialize, Serialize};
 
 /// A ranked plan.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlanReport {
     pub model: String,
     /// The workload preset (`chat`, `enterprise`, `summarize`, `batch`), when one was used.
@@ -122,4 +122,8 @@ pub struct PlanCandidate {
     pub break_even_hours: Option<f64>,
     /// Why it ranked where it did, in a line.
     pub reason: String,
+    /// The capacity search's steps (rate, attainment, p99 TTFT and TPOT, queue trend): the
+    /// latency-vs-rate curve the plan page draws for the top candidates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<crate::capacity::CapacityPoint>,
 }

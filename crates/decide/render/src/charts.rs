@@ -474,6 +474,74 @@ pub fn plan_chart(p: &PlanReport) -> Chart {
         .with(Series::labelled("Pareto front", Mark::Line, front, true))
 }
 
+/// The top three candidates' capacity searches: p99 TTFT and p99 TPOT against the rate tried,
+/// one line each, the SLO's limit as a line, and each capacity marked with its rate.
+pub fn plan_curves(p: &PlanReport) -> Vec<Chart> {
+    let top: Vec<(usize, &goodput_results::planning::PlanCandidate)> =
+        p.candidates.iter().enumerate().filter(|(_, c)| c.capacity.is_some() && !c.curve.is_empty()).take(3).collect();
+    if top.is_empty() {
+        return Vec::new();
+    }
+    let limits: Vec<goodput_metrics::slo::Predicate> =
+        p.slo.split(',').filter_map(|t| t.trim().parse::<goodput_metrics::slo::Predicate>().ok()).collect();
+    let limit = |m: goodput_metrics::slo::Metric| limits.iter().find(|q| q.metric == m).map(|q| q.limit_ms);
+    type Pick = fn(&goodput_results::CapacityPoint) -> Option<f64>;
+    let kinds: [(&str, &str, &str, Pick, goodput_metrics::slo::Metric, &str); 2] = [
+        (
+            "chart-plan-ttft-rate",
+            "p99 TTFT vs request rate",
+            "p99 TTFT (ms)",
+            |q| q.ttft_p99_ms,
+            goodput_metrics::slo::Metric::Ttft,
+            "TTFT",
+        ),
+        (
+            "chart-plan-tpot-rate",
+            "p99 TPOT vs request rate",
+            "p99 TPOT (ms)",
+            |q| q.tpot_p99_ms,
+            goodput_metrics::slo::Metric::Tpot,
+            "TPOT",
+        ),
+    ];
+    let (lo, hi) = top
+        .iter()
+        .flat_map(|(_, c)| c.curve.iter().map(|q| q.rate))
+        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), r| (lo.min(r), hi.max(r)));
+    kinds
+        .iter()
+        .map(|&(id, title, y_label, pick, metric, short)| {
+            let mut chart = Chart::new(id, title, "request rate (req/s)", y_label);
+            let mut marks = Vec::new();
+            for &(i, c) in &top {
+                // ranks as in the table above (the legend stays short)
+                let name = format!("#{}", i + 1);
+                // the search's steps by rate (a step run again longer keeps its last figures)
+                let mut by_rate: Vec<(f64, f64)> = Vec::new();
+                for q in &c.curve {
+                    if let Some(y) = pick(q) {
+                        match by_rate.iter_mut().find(|(r, _)| *r == q.rate) {
+                            Some(p) => p.1 = y,
+                            None => by_rate.push((q.rate, y)),
+                        }
+                    }
+                }
+                by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let cap = c.capacity.unwrap_or(f64::NAN);
+                if let Some(&(r, y)) = by_rate.iter().min_by(|a, b| (a.0 - cap).abs().total_cmp(&(b.0 - cap).abs())) {
+                    marks.push((r, y, format!("#{} capacity {cap:.1} req/s", i + 1)));
+                }
+                chart = chart.with(Series::new(name, Mark::Line, by_rate));
+            }
+            chart = chart.with(Series::labelled("capacity", Mark::Dots, marks, true));
+            if let Some(l) = limit(metric).filter(|_| hi > 0.0) {
+                chart = chart.with(Series::new(format!("SLO {short} ≤ {l} ms"), Mark::Line, vec![(lo, l), (hi, l)]));
+            }
+            chart
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

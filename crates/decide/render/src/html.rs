@@ -45,27 +45,35 @@ pub fn html_report(doc: &ResultDoc, source: &str) -> String {
     if let Some(p) = &doc.plan {
         o.push_str("<section id=\"plan\"><h2>Plan</h2>");
         plan_table(&mut o, p);
-        charts_block(&mut o, &[charts::plan_chart(p)]);
+        let mut plan_charts = vec![charts::plan_chart(p)];
+        plan_charts.extend(charts::plan_curves(p));
+        charts_block(&mut o, &plan_charts);
         o.push_str("<details><summary>the console plan</summary>");
         pre(&mut o, &crate::render_plan(p));
         o.push_str("</details></section>\n");
     }
     if let Some(v) = &doc.validation {
         o.push_str("<section id=\"validation\"><h2>Twin validation: predicted vs measured</h2>");
+        validation_table(&mut o, v);
         charts_block(&mut o, &crate::twin::validation_charts(v));
+        o.push_str("<details><summary>the console validation</summary>");
         pre(&mut o, &crate::twin::render_validation(v));
-        o.push_str("</section>\n");
+        o.push_str("</details></section>\n");
     }
     if let Some(c) = &doc.capacity {
         o.push_str("<section id=\"capacity\"><h2>Capacity</h2>");
-        pre(&mut o, &crate::render_capacity(c));
+        capacity_headline(&mut o, c);
         charts_block(&mut o, &charts::rate_charts(&doc.runs, Some(c)));
-        o.push_str("</section>\n");
+        o.push_str("<details><summary>the console capacity search</summary>");
+        pre(&mut o, &crate::render_capacity(c));
+        o.push_str("</details></section>\n");
     } else if doc.runs.len() > 1 {
         o.push_str("<section id=\"sweep\"><h2>Runs by rate</h2>");
-        pre(&mut o, &crate::console::render_sweep(&doc.runs.iter().collect::<Vec<_>>()));
+        sweep_table(&mut o, &doc.runs);
         charts_block(&mut o, &charts::rate_charts(&doc.runs, None));
-        o.push_str("</section>\n");
+        o.push_str("<details><summary>the console sweep</summary>");
+        pre(&mut o, &crate::console::render_sweep(&doc.runs.iter().collect::<Vec<_>>()));
+        o.push_str("</details></section>\n");
     }
     if doc.runs.len() > 1 {
         o.push_str("<section id=\"across\"><h2>Distributions across runs</h2>");
@@ -234,6 +242,106 @@ fn headline(o: &mut String, run: &Run) {
         o.push_str("</ul>");
     }
     o.push_str("</div>\n");
+}
+
+/// A capacity search's answer first: the rate and its resolution, per GPU, the SLO and target,
+/// then every step as a row.
+fn capacity_headline(o: &mut String, c: &goodput_results::CapacityReport) {
+    let num = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    let _ = write!(
+        o,
+        "<div class=\"headline\"><p class=\"verdict\">{}</p><div class=\"tables\"><table class=\"figures\">\
+         <tr><th class=\"l\">capacity, req/s</th><td data-metric=\"capacity\" data-stat=\"rate\">{}</td></tr>\
+         <tr><th class=\"l\">± req/s</th><td data-metric=\"capacity\" data-stat=\"uncertainty\">{}</td></tr>\
+         <tr><th class=\"l\">per GPU, req/s</th><td data-metric=\"capacity\" data-stat=\"per_gpu\">{}</td></tr>\
+         <tr><th class=\"l\">SLO</th><td>{}</td></tr><tr><th class=\"l\">attainment target</th><td>{:.1}%</td></tr>\
+         </table>",
+        esc(&c.answer),
+        num(c.rate, 3),
+        num(c.uncertainty, 3),
+        num(c.per_gpu, 3),
+        esc(&c.slo),
+        c.attainment_target * 100.0
+    );
+    o.push_str(
+        "<table class=\"figures\"><caption>steps of the search</caption><tr><th>rate, req/s</th><th>attainment</th>\
+         <th>p99 TTFT, ms</th><th>p99 TPOT, ms</th><th>queue</th><th>step, s</th></tr>",
+    );
+    for p in &c.curve {
+        let _ = write!(
+            o,
+            "<tr><td data-metric=\"step\" data-stat=\"rate\">{:.3}</td><td>{:.1}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.rate,
+            p.attainment * 100.0,
+            num(p.ttft_p99_ms, 1),
+            num(p.tpot_p99_ms, 2),
+            esc(p.queue_trend.as_deref().unwrap_or(if p.saturated { "saturated" } else { "-" })),
+            num(p.step_s, 0)
+        );
+    }
+    o.push_str("</table></div></div>\n");
+}
+
+/// A sweep's runs as a table: offered and served rate, throughput, p99 latencies, attainment.
+fn sweep_table(o: &mut String, runs: &[Run]) {
+    let num = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    o.push_str(
+        "<div class=\"headline\"><table class=\"figures\"><tr><th class=\"l\">run</th><th>offered, req/s</th>\
+         <th>served, req/s</th><th>output tok/s</th><th>p99 TTFT, ms</th><th>p99 TPOT, ms</th><th>SLO attainment</th></tr>",
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let s = &r.summary;
+        let label = r.name.clone().unwrap_or_else(|| format!("run {}", i + 1));
+        let _ = write!(
+            o,
+            "<tr data-run=\"{i}\"><td class=\"l\">{}</td><td>{}</td><td data-metric=\"request_throughput\" data-stat=\"value\">{:.3}</td>\
+             <td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&label),
+            num(s.offered_rate, 2),
+            s.request_throughput,
+            s.output_throughput,
+            num(s.ttft_ms.p99, 1),
+            num(s.tpot_ms.p99, 2),
+            s.slo.as_ref().map_or("-".to_string(), |g| format!("{:.1}%", g.attainment * 100.0))
+        );
+    }
+    o.push_str("</table></div>\n");
+}
+
+/// Each held-out run's figures, measured and predicted, with their ratio and verdict.
+fn validation_table(o: &mut String, v: &goodput_results::validation::TwinValidation) {
+    let _ = write!(
+        o,
+        "<div class=\"headline\"><p class=\"meta\">twin {} · {} held-out runs</p><table class=\"figures\">\
+         <tr><th class=\"l\">run</th><th class=\"l\">load</th><th class=\"l\">figure</th><th>measured</th>\
+         <th>predicted</th><th>predicted ÷ measured</th><th class=\"l\">verdict</th></tr>",
+        esc(&v.twin),
+        v.runs.len()
+    );
+    for (i, r) in v.runs.iter().enumerate() {
+        for m in &r.metrics {
+            let class = if m.verdict == goodput_results::validation::Verdict::Within10 { "met" } else { "missed" };
+            let _ = write!(
+                o,
+                "<tr data-run=\"{i}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{} {}</td>\
+                 <td data-metric=\"{}\" data-stat=\"{}-measured\">{:.3}</td><td data-metric=\"{}\" data-stat=\"{}-predicted\">{:.3}</td>\
+                 <td>{}</td><td class=\"l {class}\">{}</td></tr>",
+                esc(&r.file),
+                esc(&r.load),
+                esc(&m.metric),
+                esc(&m.stat),
+                esc(&m.metric),
+                esc(&m.stat),
+                m.measured,
+                esc(&m.metric),
+                esc(&m.stat),
+                m.predicted,
+                m.ratio.map_or("-".to_string(), |x| format!("×{x:.3}")),
+                m.verdict.as_str()
+            );
+        }
+    }
+    o.push_str("</table></div>\n");
 }
 
 /// The plan's ranking as a table: units in the headers, the SLO predicate that binds, costs per

@@ -171,7 +171,48 @@ mod tests {
             cost_per_hour_for_target: None,
             break_even_hours: Some(7713.0),
             reason: "capacity 12.00 req/s".into(),
+            curve: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_top_candidates_curves_carry_the_slo_and_the_capacity() {
+        let step = |rate: f64, ttft: f64| goodput_results::CapacityPoint {
+            rate,
+            attainment: 1.0,
+            request_goodput: rate,
+            token_goodput: rate * 100.0,
+            ttft_p50_ms: Some(ttft / 2.0),
+            ttft_p99_ms: Some(ttft),
+            tpot_p50_ms: Some(10.0),
+            tpot_p99_ms: Some(20.0),
+            saturated: false,
+            stopped_early: false,
+            attainment_ci: None,
+            queue_growth_ms: None,
+            queue_trend: None,
+            step_s: None,
+            achieved_rate: None,
+            verdict: goodput_metrics::ClientVerdict::Ok,
+        };
+        let mut c = candidate(Some(12.0));
+        // the step at 12 req/s was run twice (longer): its last figures count
+        c.curve = vec![step(4.0, 50.0), step(16.0, 400.0), step(12.0, 90.0), step(12.0, 120.0)];
+        let p = PlanReport {
+            slo: "ttft<=200ms, tpot<=50ms".into(),
+            candidates: vec![c.clone(), candidate(None), c],
+            ..PlanReport::default()
+        };
+        let charts = crate::charts::plan_curves(&p);
+        assert_eq!(charts.len(), 2);
+        let ttft = &charts[0];
+        // candidates #1 and #3 (the one without a capacity has no curve), the capacities, the SLO
+        let names: Vec<&str> = ttft.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["#1", "#3", "capacity", "SLO TTFT ≤ 200 ms"]);
+        assert_eq!(ttft.series[0].points, [(4.0, 50.0), (12.0, 120.0), (16.0, 400.0)]);
+        assert_eq!(ttft.series[2].labels, ["#1 capacity 12.0 req/s", "#3 capacity 12.0 req/s"]);
+        assert_eq!(ttft.series[3].points, [(4.0, 200.0), (16.0, 200.0)]);
+        assert_eq!(charts[1].series[3].name, "SLO TPOT ≤ 50 ms");
     }
 
     #[test]

@@ -138,13 +138,16 @@ pub fn validation_charts(v: &TwinValidation) -> Vec<Chart> {
     metrics
         .iter()
         .filter_map(|(metric, stat, label)| {
-            let pts: Vec<(f64, f64)> = v
+            // each point a held-out run, named by its file and load
+            let pts: Vec<(f64, f64, String)> = v
                 .runs
                 .iter()
-                .filter_map(|r| r.metrics.iter().find(|m| m.metric == *metric && m.stat == *stat))
-                .map(|m| (m.measured, m.predicted))
+                .filter_map(|r| {
+                    let m = r.metrics.iter().find(|m| m.metric == *metric && m.stat == *stat)?;
+                    Some((m.measured, m.predicted, format!("{} ({})", r.file, r.load)))
+                })
                 .collect();
-            let hi = pts.iter().map(|(x, y)| x.max(*y)).fold(0.0, f64::max) * 1.1;
+            let hi = pts.iter().map(|(x, y, _)| x.max(*y)).fold(0.0, f64::max) * 1.1;
             (!pts.is_empty() && hi > 0.0).then(|| {
                 Chart::new(
                     format!("validation-{metric}"),
@@ -155,7 +158,7 @@ pub fn validation_charts(v: &TwinValidation) -> Vec<Chart> {
                 .with(Series::new("exact", Mark::Line, vec![(0.0, 0.0), (hi, hi)]))
                 .with(Series::new("+10%", Mark::Line, vec![(0.0, 0.0), (hi / 1.1, hi)]))
                 .with(Series::new("−10%", Mark::Line, vec![(0.0, 0.0), (hi, hi * 0.9)]))
-                .with(Series::new("held-out runs", Mark::Dots, pts))
+                .with(Series::labelled("held-out runs", Mark::Dots, pts, false))
             })
         })
         .collect()

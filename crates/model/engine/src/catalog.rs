@@ -349,6 +349,9 @@ mod tests {
             ("mixtral-8x7b", 46.7, 12.9),
             ("qwen2.5-7b", 7.6, 7.6),
             ("llama-4-scout", 108.0, 17.2),
+            ("mixtral-8x22b", 141.0, 39.0),
+            ("qwen3-30b-a3b", 30.5, 3.35), // "3.3B" on the model card, rounded
+            ("qwen3-235b-a22b", 235.0, 22.0),
         ] {
             let m = c.model(name).unwrap();
             let (t, a) = (billions(m.total_params()), billions(m.active_params()));

@@ -11,8 +11,15 @@ pub use crate::named::Named;
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Efficiency {
-    /// Model FLOPs utilization: achieved / peak FLOP/s for the batch's matrix work.
+    /// Model FLOPs utilization: achieved / peak FLOP/s for the batch's matrix work (with
+    /// `mfu_half_params`, what the largest GEMMs reach).
     pub mfu: f64,
+    /// Parameters per layer per GPU (the active weights one GPU multiplies in one layer) at
+    /// which the GEMMs reach half of `mfu`: a GEMM's efficiency rises with its size (launch, tile
+    /// and wave quantization weigh on small ones), so a small model, or a large one split over
+    /// many GPUs, runs further below peak than a large model on few (0: every GEMM at `mfu`).
+    #[serde(default)]
+    pub mfu_half_params: f64,
     /// Model bandwidth utilization: achieved / peak bytes/s for weight and KV reads.
     pub mbu: f64,
     /// Fixed time added to every iteration (kernel launches, synchronization), seconds.
@@ -22,6 +29,13 @@ pub struct Efficiency {
     pub seq_overhead_s: f64,
     /// Latency of one all-reduce (tensor parallelism), seconds.
     pub allreduce_latency_s: f64,
+    /// Latency of one all-to-all (expert parallelism's dispatch or combine), seconds.
+    #[serde(default)]
+    pub alltoall_latency_s: f64,
+    /// The share of the GPU's quoted link bandwidth (`link_gbs`, both directions together) an
+    /// all-reduce moves its bytes at: collectives reach about half of it or less.
+    #[serde(default = "one_f64")]
+    pub allreduce_bw_share: f64,
     /// Intake of one request (the API server parsing, tokenizing and handing it to the
     /// scheduler), seconds: requests are taken in one at a time, so a burst enters the engine
     /// spread out, as it does in a real server.
@@ -41,6 +55,11 @@ pub struct Efficiency {
     /// Routed-expert matmuls of a mixture of experts (grouped GEMMs: many small per-expert
     /// batches) run at this share of the dense MFU.
     pub moe_gemm: f64,
+    /// Tokens per expert at which the grouped GEMMs run at half of `moe_gemm`: an iteration of
+    /// `T` tokens gives each of `E` experts about `T·top_k/E` rows, and a GEMM of few rows wastes
+    /// most of the tensor cores (0: every expert GEMM at `moe_gemm`).
+    #[serde(default)]
+    pub moe_half_tokens: f64,
     /// With FP4 weights: the MFU at the FP4 peak, and the MBU (dequantizing block-scaled weights
     /// costs kernel time that dense BF16/FP8 kernels do not spend).
     pub fp4_mfu: f64,
@@ -53,19 +72,27 @@ impl Default for Efficiency {
         // within ±13% (`cargo bench -p goodput-sim --bench calibration`).
         Efficiency {
             mfu: 0.38,
+            mfu_half_params: 0.0,
             mbu: 0.8,
             step_overhead_s: 0.002,
             seq_overhead_s: 0.0,
             allreduce_latency_s: 15e-6,
+            alltoall_latency_s: 15e-6,
+            allreduce_bw_share: 1.0,
             ingest_s: 500e-6,
             ingest_per_token_s: 0.5e-6,
             frontend_s: 2e-3,
             frontend_jitter_s: 2e-3,
             moe_gemm: 0.85,
+            moe_half_tokens: 0.0,
             fp4_mfu: 0.34,
             fp4_mbu: 0.65,
         }
     }
+}
+
+fn one_f64() -> f64 {
+    1.0
 }
 
 /// A front end's latency for one request, drawn with `seed`: log-normal with mean `mean` and
@@ -95,15 +122,19 @@ impl Efficiency {
     pub fn peak() -> Self {
         Efficiency {
             mfu: 1.0,
+            mfu_half_params: 0.0,
             mbu: 1.0,
             step_overhead_s: 0.0,
             seq_overhead_s: 0.0,
             allreduce_latency_s: 0.0,
+            alltoall_latency_s: 0.0,
+            allreduce_bw_share: 1.0,
             ingest_s: 0.0,
             ingest_per_token_s: 0.0,
             frontend_s: 0.0,
             frontend_jitter_s: 0.0,
             moe_gemm: 1.0,
+            moe_half_tokens: 0.0,
             fp4_mfu: 1.0,
             fp4_mbu: 1.0,
         }
@@ -303,6 +334,13 @@ pub struct EngineConfig {
     /// streams them over the host link.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cpu_offload_gb: f64,
+    /// Expert parallelism with data-parallel attention (TensorRT-LLM's `--ep` with
+    /// `enable_attention_dp`, SGLang's `--enable-dp-attention --ep-size`): each GPU holds whole
+    /// experts, a share of them, and the whole attention for its own share of the sequences;
+    /// tokens travel to their experts and back over the link (two all-to-alls per layer)
+    /// instead of two all-reduces.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expert_parallel: bool,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -343,6 +381,7 @@ impl EngineConfig {
             disaggregation: None,
             fitted: None,
             cpu_offload_gb: 0.0,
+            expert_parallel: false,
         }
     }
 
@@ -378,6 +417,9 @@ impl EngineConfig {
                 self.cpu_offload_gb,
                 self.gpu.host_link() / 1e9
             ));
+        }
+        if self.expert_parallel {
+            m.push(format!("expert parallel ×{} with data-parallel attention", self.tp));
         }
         if self.prefix_caching {
             m.push("prefix caching".into());
@@ -457,8 +499,12 @@ fn fitted_memory(f: &crate::fitted::Fitted, block_size: u32) -> MemoryPlan {
 
 /// GPUs that hold a share of the KV heads: KV heads are split across ranks, and replicated when
 /// there are fewer KV heads than ranks.
-fn kv_shards(m: &ModelArch, tp: u32) -> f64 {
-    (tp as u64).min(m.kv_heads.max(1)) as f64
+fn kv_shards(c: &EngineConfig) -> f64 {
+    if c.expert_parallel {
+        // data-parallel attention: each GPU keeps whole KV for its own sequences
+        return c.tp as f64;
+    }
+    (c.tp as u64).min(c.model.kv_heads.max(1)) as f64
 }
 
 impl EngineConfig {
@@ -478,7 +524,7 @@ impl EngineConfig {
         let act_bytes = 2.0;
         let width = (m.ffn.max(m.expert_ffn) * 2 / self.tp as u64 + 4 * m.hidden) as f64;
         let reserve = self.max_batched_tokens as f64 * width * act_bytes + 0.5e9;
-        let kv_bytes_per_token = m.kv_bytes_per_token(self.kv_dtype) / kv_shards(m, self.tp);
+        let kv_bytes_per_token = m.kv_bytes_per_token(self.kv_dtype) / kv_shards(self);
         let kv = usable - weights - reserve;
         let block_bytes = kv_bytes_per_token * self.block_size as f64;
         let blocks = if kv > 0.0 { (kv / block_bytes).floor() as u64 } else { 0 };
@@ -517,6 +563,14 @@ impl EngineConfig {
         let m = &self.model;
         if self.tp == 0 || !self.tp.is_power_of_two() || self.tp > 64 {
             return bad(format!("--tp {} must be a power of two between 1 and 64", self.tp));
+        }
+        if self.expert_parallel && (!m.is_moe() || m.experts < self.tp as u64) {
+            return bad(format!(
+                "--expert-parallel spreads the experts of a mixture of experts over the GPUs, and {} has {}: use \
+                 tensor parallelism alone",
+                m.name,
+                if m.is_moe() { format!("{} experts for {} GPUs", m.experts, self.tp) } else { "none".into() }
+            ));
         }
         if !m.heads.is_multiple_of(self.tp as u64) {
             return bad(format!("--tp {} must divide the {} attention heads of {}", self.tp, m.heads, m.name));
@@ -616,10 +670,21 @@ impl EngineConfig {
     }
 
     /// The bytes of weights per GPU kept on it and offloaded to host memory; an error when they do not fit `usable`.
+    /// Weights each GPU holds: a 1/tp share, but with expert parallelism every GPU holds the
+    /// whole attention (data-parallel attention) and a 1/tp share of the rest.
+    pub fn weight_bytes_per_gpu(&self) -> f64 {
+        let m = &self.model;
+        let all = m.weight_bytes(self.dtype);
+        if !self.expert_parallel {
+            return all / self.tp as f64;
+        }
+        let attn = (m.layers * m.attn_params()) as f64 * self.dtype.bytes();
+        attn + (all - attn) / self.tp as f64
+    }
+
     fn weights_on_gpu(&self, usable: f64) -> Result<(f64, f64), EngineError> {
         let bad = |m: String| Err(EngineError::Config(m));
-        let m = &self.model;
-        let all_weights = m.weight_bytes(self.dtype) / self.tp as f64;
+        let all_weights = self.weight_bytes_per_gpu();
         if !(self.cpu_offload_gb.is_finite() && self.cpu_offload_gb >= 0.0) {
             return bad("--cpu-offload-gb must be zero or more".into());
         }
@@ -704,6 +769,29 @@ pub(crate) mod tests {
     pub(crate) fn cfg(model: &str, gpu: &str) -> EngineConfig {
         let c = Catalog::builtin();
         EngineConfig::new(c.model(model).unwrap().clone(), c.gpu(gpu).unwrap().clone())
+    }
+
+    #[test]
+    fn expert_parallelism_is_for_a_mixture_of_experts_and_keeps_one_kv_copy() {
+        let mut dense = cfg("llama-3.1-70b", "h100");
+        dense.tp = 4;
+        dense.expert_parallel = true;
+        let e = dense.plan().unwrap_err().to_string();
+        assert!(e.contains("--expert-parallel") && e.contains("has none"), "{e}");
+        let mut few = cfg("mixtral-8x7b", "h100");
+        few.tp = 16;
+        few.expert_parallel = true;
+        assert!(few.plan().unwrap_err().to_string().contains("8 experts for 16 GPUs"));
+        // Qwen3-235B has 4 KV heads: at TP 8 tensor parallelism keeps each head twice; data-parallel
+        // attention keeps one copy of each sequence's KV
+        let mut tp = cfg("qwen3-235b-a22b", "h200");
+        tp.tp = 8;
+        tp.dtype = Dtype::Fp8;
+        let mut ep = tp.clone();
+        ep.expert_parallel = true;
+        let (pt, pe) = (tp.plan().unwrap(), ep.plan().unwrap());
+        assert!((pt.kv_bytes_per_token / pe.kv_bytes_per_token - 2.0).abs() < 1e-9, "{pt:?} {pe:?}");
+        assert!(pe.weights_gb > pt.weights_gb, "the attention's weights are on every GPU");
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub struct Roofline {
     expert_flops_per_token: f64,
     /// MFU and MBU for this number format.
     mfu: f64,
+    /// The active weights one GPU multiplies in one layer (for the GEMMs' size).
+    layer_params_per_gpu: f64,
     mbu: f64,
     /// `2 · head params`
     head_flops_per_sample: f64,
@@ -138,6 +140,10 @@ pub struct Roofline {
     /// Weights per GPU read from host memory every forward pass, and the host link's bytes/s.
     offload_bytes: f64,
     host_link: f64,
+    /// Expert parallelism with data-parallel attention: the attention's weight bytes (read whole
+    /// by every GPU) and the all-to-alls in place of all-reduces.
+    expert_parallel: bool,
+    attn_weight_bytes: f64,
 }
 
 impl Roofline {
@@ -150,6 +156,10 @@ impl Roofline {
         // input embeddings are a lookup: no FLOPs, and only the looked-up rows are read
         let dense_params =
             m.total_params() as f64 - routed - m.embedding_params() as f64 * f64::from(!m.tied_embeddings);
+        // the weights one token multiplies in one layer (attention, dense or shared MLP, its
+        // top-k experts)
+        let body_params_per_layer =
+            (m.active_params() as f64 - m.embed_and_head_params() as f64) / m.layers.max(1) as f64;
         Roofline {
             tp: cfg.tp as f64,
             peak: cfg.gpu.peak_flops(if cfg.dtype == Dtype::Bf16 { Dtype::Bf16 } else { cfg.dtype }),
@@ -163,6 +173,8 @@ impl Roofline {
             head_flops_per_sample: 2.0 * head,
             expert_flops_per_token: 2.0 * (m.layers * m.top_k * m.expert_params()) as f64,
             mfu: if cfg.dtype == Dtype::Fp4 { cfg.efficiency.fp4_mfu } else { cfg.efficiency.mfu },
+            // with expert parallelism a GPU multiplies whole experts and the whole attention
+            layer_params_per_gpu: body_params_per_layer / if cfg.expert_parallel { 1.0 } else { cfg.tp.max(1) as f64 },
             mbu: if cfg.dtype == Dtype::Fp4 { cfg.efficiency.fp4_mbu } else { cfg.efficiency.mbu },
             attn_flops_per_pair: 4.0 * (m.layers * m.heads * m.head_dim()) as f64,
             dense_weight_bytes: dense_params * wb,
@@ -172,6 +184,8 @@ impl Roofline {
             kv_bytes: m.kv_bytes_per_token(cfg.kv_dtype),
             offload_bytes: cfg.cpu_offload_gb * 1e9,
             host_link: cfg.gpu.host_link(),
+            expert_parallel: cfg.expert_parallel,
+            attn_weight_bytes: (m.layers * m.attn_params()) as f64 * wb,
         }
     }
 
@@ -187,6 +201,30 @@ impl Roofline {
     /// input embedding (a lookup) and the routed experts, plus the experts the tokens touch.
     pub fn weight_bytes_read(&self, tokens: f64) -> f64 {
         self.dense_weight_bytes + self.layers * self.distinct_experts(tokens) * self.expert_bytes
+    }
+
+    /// The share of the MFU this configuration's GEMMs reach for their size:
+    /// `S / (S + mfu_half_params)` for `S` active weights per layer per GPU (1 where
+    /// `mfu_half_params` is 0). It does not depend on the batch: a prefill's GEMMs and a decode
+    /// step's of hundreds of sequences fill the tiles alike, and a small batch is memory-bound.
+    pub fn gemm_size_share(&self) -> f64 {
+        let half = self.eff.mfu_half_params;
+        if half <= 0.0 {
+            return 1.0;
+        }
+        self.layer_params_per_gpu / (self.layer_params_per_gpu + half)
+    }
+
+    /// The routed experts' GEMMs' share of the dense MFU for an iteration of `tokens` tokens:
+    /// `moe_gemm`, scaled by `m / (m + moe_half_tokens)` for `m = tokens · top_k / experts` rows
+    /// per expert.
+    pub fn moe_gemm(&self, tokens: f64) -> f64 {
+        let half = self.eff.moe_half_tokens;
+        if half <= 0.0 || self.experts == 0.0 {
+            return self.eff.moe_gemm;
+        }
+        let m = tokens * self.top_k / self.experts;
+        self.eff.moe_gemm * m / (m + half)
     }
 
     /// The MFU and MBU this configuration's number format runs at.
@@ -212,19 +250,33 @@ impl StepCost for Roofline {
             return StepTime::default();
         }
         let (flops, bytes) = self.work(b);
-        let (f, by) = (flops / self.tp, bytes / self.tp);
+        let (f, mut by) = (flops / self.tp, bytes / self.tp);
+        if self.expert_parallel {
+            // every GPU reads the whole attention, not a 1/tp share of it
+            by += self.attn_weight_bytes * (1.0 - 1.0 / self.tp);
+        }
         // routed experts' FLOPs at the grouped GEMMs' lower efficiency
         let expert = self.expert_flops_per_token * b.tokens() as f64 / self.tp;
-        let compute_s = (f + expert * (1.0 / self.eff.moe_gemm - 1.0)) / (self.peak * self.mfu);
+        let tokens = b.tokens() as f64;
+        let mfu = self.mfu * self.gemm_size_share();
+        let compute_s = (f + expert * (1.0 / self.moe_gemm(tokens) - 1.0)) / (self.peak * mfu);
         // offloaded weights come over the host link (no overlap with the GPU's own reads), not
         // from device memory
         let memory_s = (by - self.offload_bytes).max(0.0) / (self.bandwidth * self.mbu);
         let offload_s = self.offload_bytes / self.host_link;
-        let comm_s = if self.tp > 1.0 {
-            let per = 2.0 * (self.tp - 1.0) / self.tp * b.tokens() as f64 * self.hidden * 2.0 / self.link;
-            2.0 * self.layers * (per + self.eff.allreduce_latency_s)
-        } else {
+        let link = self.link * self.eff.allreduce_bw_share;
+        let activations = b.tokens() as f64 * self.hidden * 2.0;
+        let comm_s = if self.tp <= 1.0 {
             0.0
+        } else if self.expert_parallel {
+            // dispatch and combine: each GPU sends its tokens' top-k copies to the GPUs holding
+            // those experts, (tp − 1)/tp of them elsewhere
+            let per = activations / self.tp * self.top_k * (self.tp - 1.0) / self.tp / link;
+            2.0 * self.layers * (per + self.eff.alltoall_latency_s)
+        } else {
+            // two ring all-reduces per layer
+            let per = 2.0 * (self.tp - 1.0) / self.tp * activations / link;
+            2.0 * self.layers * (per + self.eff.allreduce_latency_s)
         };
         let overhead_s = self.eff.step_overhead_s + self.eff.seq_overhead_s * b.seqs() as f64;
         StepTime {
@@ -321,6 +373,65 @@ mod tests {
         // 2 all-reduces × 80 layers × (1.5 · 8 · 8192 · 2 B / 900 GB/s + 10 µs)
         let per = 1.5 * 8.0 * 8192.0 * 2.0 / 900e9 + 10e-6;
         assert!((t4.comm_s - 160.0 * per).abs() < 1e-12);
+    }
+
+    #[test]
+    fn collectives_run_at_their_share_of_the_link() {
+        let (mut cfg, _) = model("llama-3.1-70b", "h100");
+        cfg.tp = 4;
+        cfg.efficiency.allreduce_bw_share = 0.25;
+        let m = Roofline::new(&cfg);
+        let mut b = BatchShape::default();
+        for _ in 0..8 {
+            b.add_decode(500);
+        }
+        // 2 all-reduces × 80 layers × 1.5 · 8 · 8192 · 2 B / (0.25 · 900 GB/s)
+        let per = 1.5 * 8.0 * 8192.0 * 2.0 / 225e9;
+        assert!((m.time(&b).comm_s - 160.0 * per).abs() < 1e-12);
+    }
+
+    #[test]
+    fn small_gemms_run_below_the_mfu_by_their_size() {
+        let (mut cfg, at_peak) = model("llama-3.1-8b", "h100");
+        let per_layer = (cfg.model.active_params() - cfg.model.embed_and_head_params()) as f64 / 32.0;
+        cfg.efficiency.mfu_half_params = per_layer;
+        // the whole layer on one GPU is the half point: half the MFU, so a prefill takes twice
+        // its time at peak
+        let m = Roofline::new(&cfg);
+        assert!((m.gemm_size_share() - 0.5).abs() < 1e-12);
+        let mut p = BatchShape::default();
+        p.add_prefill(1024, 0);
+        assert!((m.time(&p).compute_s / at_peak.time(&p).compute_s - 2.0).abs() < 1e-9);
+        // split over 4 GPUs each GEMM is a quarter the size: 1/4 ÷ (1/4 + 1) of the MFU
+        cfg.tp = 4;
+        assert!((Roofline::new(&cfg).gemm_size_share() - 0.2).abs() < 1e-12);
+        // batch-1 decode stays memory-bound
+        let mut d = BatchShape::default();
+        d.add_decode(100);
+        assert!(!Roofline::new(&cfg).time(&d).compute_bound);
+    }
+
+    #[test]
+    fn expert_parallelism_trades_all_reduces_for_all_to_alls_and_reads_attention_whole() {
+        let (mut tp, _) = model("mixtral-8x7b", "h100");
+        tp.tp = 4;
+        tp.efficiency.alltoall_latency_s = 20e-6;
+        let mut ep = tp.clone();
+        ep.expert_parallel = true;
+        let (mt, me) = (Roofline::new(&tp), Roofline::new(&ep));
+        let mut b = BatchShape::default();
+        for _ in 0..64 {
+            b.add_decode(100);
+        }
+        let (t, e) = (mt.time(&b), me.time(&b));
+        // 2 all-to-alls × 32 layers × (64 tokens / 4 · top-2 · 4096 · 2 B · 3/4 / 900 GB/s + 20 µs)
+        let per = 64.0 / 4.0 * 2.0 * 4096.0 * 2.0 * 0.75 / 900e9 + 20e-6;
+        assert!((e.comm_s - 64.0 * per).abs() < 1e-12, "{} vs {}", e.comm_s, 64.0 * per);
+        // every GPU reads the whole attention: 3/4 of it more than under tensor parallelism
+        let attn = (32 * tp.model.attn_params()) as f64 * 2.0;
+        assert!((e.memory_s - t.memory_s - 0.75 * attn / 3.35e12).abs() < 1e-12);
+        // memory: the attention on every GPU
+        assert!((ep.weight_bytes_per_gpu() - tp.weight_bytes_per_gpu() - 0.75 * attn).abs() < 1.0);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! - [`catalog`]: GPUs and model architectures (data files read at start-up) and derived sizes;
 //! - [`config`]: an engine configuration, its validation and memory plan;
 //! - [`cost`]: the roofline step-time model;
+//! - [`efficiency`]: its efficiencies by GPU family, engine and number format;
 //! - [`kv`]: the paged KV cache (block pool, block tables, the KV manager and its prefix cache)
 //!   and the allocation rules it applies (paged, or reserved at admission: one file each);
 //! - [`preset`]: vLLM's, SGLang's and TensorRT-LLM's defaults;
@@ -24,6 +25,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod cost;
+pub mod efficiency;
 pub mod engine;
 pub mod error;
 pub mod fasthash;
@@ -45,6 +47,7 @@ pub use config::{
     Batching, Efficiency, EngineConfig, KvAlloc, MemoryPlan, Named, Prealloc, Scheduling, SpecMethod, Speculative,
 };
 pub use cost::{BatchShape, Roofline, StepCost, StepTime};
+pub use efficiency::EfficiencyTable;
 pub use engine::Engine;
 pub use error::EngineError;
 pub use fitted::{Fitted, FittedStep};

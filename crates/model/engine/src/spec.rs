@@ -34,6 +34,7 @@ pub struct EngineSpec {
     pub replicas: Option<u32>,
     pub router: Option<Router>,
     pub disaggregation: Option<Disaggregation>,
+    pub expert_parallel: Option<bool>,
     pub mfu: Option<f64>,
     pub mbu: Option<f64>,
     pub step_overhead_s: Option<f64>,
@@ -71,6 +72,7 @@ impl EngineSpec {
             replicas: over.replicas.or(self.replicas),
             router: over.router.or(self.router),
             disaggregation: over.disaggregation.or(self.disaggregation),
+            expert_parallel: over.expert_parallel.or(self.expert_parallel),
             mfu: over.mfu.or(self.mfu),
             mbu: over.mbu.or(self.mbu),
             step_overhead_s: over.step_overhead_s.or(self.step_overhead_s),
@@ -115,6 +117,7 @@ impl EngineSpec {
         c.block_size = self.block_size.unwrap_or(c.block_size);
         c.max_model_len = self.max_model_len;
         c.cpu_offload_gb = self.cpu_offload_gb.unwrap_or(0.0);
+        c.expert_parallel = self.expert_parallel.unwrap_or(false);
         c.max_waiting = self.max_waiting.unwrap_or(c.max_waiting);
     }
 
@@ -159,8 +162,10 @@ impl EngineSpec {
         c.disaggregation = self.disaggregation.clone();
     }
 
-    /// The step-time model's efficiencies and overheads.
+    /// The step-time model's efficiencies and overheads: the calibrated ones of the GPU, engine
+    /// and format (`data/efficiency.toml`), then every one given.
     fn efficiency(&self, c: &mut EngineConfig) {
+        c.efficiency = crate::efficiency::EfficiencyTable::builtin().for_config(c);
         let e = &mut c.efficiency;
         let given = [
             (self.mfu, &mut e.mfu),
@@ -193,6 +198,7 @@ mod tests {
         let mut by_hand = EngineConfig::new(m, g);
         by_hand.preset = Some(Preset::Vllm);
         Preset::Vllm.apply(&mut by_hand);
+        by_hand.efficiency = crate::efficiency::EfficiencyTable::builtin().for_config(&by_hand);
         Preset::Vllm.derive(&mut by_hand, Given::default());
         assert_eq!(built, by_hand);
         assert!(built.prefix_caching && built.scheduling() == Scheduling::Chunked);

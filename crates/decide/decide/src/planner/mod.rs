@@ -390,6 +390,7 @@ impl PlanSearch {
         r.fits = true;
         r.gpus = engine.config.gpus();
         r.binding = ev.binding.clone();
+        r.curve = ev.report.curve.clone();
         let Some((rate, at)) = ev.report.rate.zip(ev.at_capacity.clone()) else {
             r.reason = format!(
                 "meets the SLO at no rate tried{}",
