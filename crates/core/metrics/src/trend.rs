@@ -75,6 +75,42 @@ pub fn tpot_trend(records: &[RequestRecord], from_ms: f64) -> Option<Trend> {
     fit(points)
 }
 
+/// The trend of the requests in flight (scheduled, not yet ended) against time, sampled at 40
+/// evenly spaced instants from `from_ms` plus the requests' 95th-percentile E2E (the fill: until
+/// its long requests start ending, a steady system is still filling) to the last scheduled arrival (after it, it drains): its slope
+/// is requests gained per millisecond (and `growth_ms` holds the requests gained over that span,
+/// in the unit of the samples). Arrivals that outrun what a deployment serves show here first
+/// when it admits them all: completions fall behind arrivals long before its latencies move.
+/// `None` with fewer than 10 requests or no span left after the fill.
+pub fn in_flight_trend(records: &[RequestRecord], from_ms: f64) -> Option<Trend> {
+    let mut e2e: Vec<f64> = records
+        .iter()
+        .filter(|r| r.is_success() && r.scheduled_ms >= from_ms)
+        .filter_map(|r| Some(r.end_ms? - r.scheduled_ms))
+        .collect();
+    if e2e.len() < 10 {
+        return None;
+    }
+    e2e.sort_by(f64::total_cmp);
+    let start = from_ms + e2e[e2e.len() * 19 / 20];
+    let end = records.iter().map(|r| r.scheduled_ms).fold(f64::MIN, f64::max);
+    if end <= start {
+        return None;
+    }
+    let mut arrivals: Vec<f64> = records.iter().map(|r| r.scheduled_ms).collect();
+    let mut ends: Vec<f64> = records.iter().filter_map(|r| r.end_ms).collect();
+    arrivals.sort_by(f64::total_cmp);
+    ends.sort_by(f64::total_cmp);
+    let count = |v: &[f64], t: f64| v.partition_point(|&x| x <= t) as f64;
+    let points: Vec<(f64, f64)> = (0..40)
+        .map(|i| {
+            let t = start + (end - start) * i as f64 / 39.0;
+            (t, count(&arrivals, t) - count(&ends, t))
+        })
+        .collect();
+    fit(points)
+}
+
 /// Least squares over `points` (at least 10), with the slope's error from block means.
 fn fit(points: Vec<(f64, f64)>) -> Option<Trend> {
     let (slope, _) = ols(&points)?;
@@ -97,6 +133,36 @@ fn fit(points: Vec<(f64, f64)>) -> Option<Trend> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Requests every 100 ms for 60 s, each taking `e2e(i)` ms.
+    fn flow(e2e: impl Fn(usize) -> f64) -> Vec<RequestRecord> {
+        (0..600)
+            .map(|i| {
+                let t = i as f64 * 100.0;
+                let e = e2e(i);
+                RequestRecord {
+                    scheduled_ms: t,
+                    sent_ms: Some(t),
+                    event_ms: vec![t + 10.0, t + e],
+                    event_tokens: vec![1, 1],
+                    end_ms: Some(t + e),
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn in_flight_is_flat_when_served_and_climbs_when_outrun() {
+        // every request takes 2 s: 20 in flight once filled, whatever the time
+        let steady = in_flight_trend(&flow(|_| 2000.0), 0.0).unwrap();
+        assert!(steady.slope.abs() < 1e-3 && steady.slope_stderr < 1e-3, "{steady:?}");
+        // served at 8 of the 10 arrivals per second: each request ends 25 ms later than the one
+        // before it, so 2 requests per second pile up (0.002 per ms)
+        let outrun = in_flight_trend(&flow(|i| 2000.0 + 25.0 * i as f64), 0.0).unwrap();
+        assert!((outrun.slope - 0.002).abs() < 2e-4, "{outrun:?}");
+        assert!(outrun.slope - 2.0 * outrun.slope_stderr > 0.0015);
+    }
 
     fn rec(scheduled: f64, ttft: f64) -> RequestRecord {
         RequestRecord {

@@ -40,7 +40,8 @@ pub fn render_capacity_curve(curve: &[CapacityPoint], target: f64) -> String {
             match (p.saturated, p.stopped_early, p.queue_growth_ms) {
                 (false, ..) => String::new(),
                 (true, true, _) => " (saturated: stopped early)".into(),
-                (true, false, Some(g)) => format!(" (saturated: queue grew {g:.0} ms)"),
+                (true, false, Some(g)) =>
+                    format!(" (saturated: not in steady state over the step; TTFT from schedule grew {g:.0} ms)"),
                 (true, false, None) => " (saturated)".into(),
             },
             if p.verdict == ClientVerdict::ClientBound { " (client-bound)" } else { "" }

@@ -101,6 +101,18 @@ pub fn tpot_trend(t: &goodput_metrics::trend::Trend, tpot_budget_ms: f64, last: 
     judge(t, 0.5 * tpot_budget_ms / (HORIZON_S * 1000.0), last)
 }
 
+/// Judges a step's trend of requests in flight ([`goodput_metrics::trend::in_flight_trend`]):
+/// growing where the slope is at least twice its standard error above what the horizon allows (a
+/// quarter of the mean in flight over [`HORIZON_S`]), steady otherwise. An engine that admits
+/// every arrival (a batch limit of thousands) keeps its latencies for minutes while completions
+/// fall behind arrivals; the batch it piles up breaks the SLO later. Only a clear rise counts:
+/// a light load has few requests in flight, whose count is too noisy to bound its slope that
+/// tightly, and its latencies' own trends judge it.
+pub fn in_flight_trend(t: &goodput_metrics::trend::Trend, mean_in_flight: f64) -> QueueTrend {
+    let allowed = 0.25 * mean_in_flight.max(1.0) / (HORIZON_S * 1000.0);
+    if t.slope - 2.0 * t.slope_stderr >= allowed { QueueTrend::Growing } else { QueueTrend::Steady }
+}
+
 fn judge(t: &goodput_metrics::trend::Trend, allowed: f64, last: bool) -> QueueTrend {
     if t.slope - 2.0 * t.slope_stderr >= allowed {
         QueueTrend::Growing

@@ -4,10 +4,10 @@
 use goodput_metrics::{StopReason, Summary};
 use goodput_results::{CapacityPoint, Run};
 
-use super::budget::{Budgets, QueueTrend, queue_trend, tpot_trend, worse};
+use super::budget::{Budgets, QueueTrend, in_flight_trend, queue_trend, tpot_trend, worse};
 
-/// The point of the step `r`, run at `rate`; `budgets` judge its trends (TTFT, and TPOT where the
-/// SLO bounds it), `last`: the step cannot be run longer (an unclear trend is then judged by its
+/// The point of the step `r`, run at `rate`; `budgets` judge its trends (TTFT, TPOT where the
+/// SLO bounds it, and the requests in flight), `last`: the step cannot be run longer (an unclear trend is then judged by its
 /// slope).
 pub fn point(rate: f64, r: &Run, budgets: &Budgets, last: bool) -> CapacityPoint {
     let ttft_budget_ms = budgets.ttft_ms;
@@ -24,10 +24,10 @@ pub fn point(rate: f64, r: &Run, budgets: &Budgets, last: bool) -> CapacityPoint
     let tpot = budgets.tpot_ms.and_then(|b| {
         goodput_metrics::trend::tpot_trend(&r.requests, s.window.start_ms).map(|t| tpot_trend(&t, b, last))
     });
-    let judged = match (trend.map(|t| queue_trend(&t, ttft_budget_ms, last)), tpot) {
-        (Some(a), Some(b)) => Some(worse(a, b)),
-        (a, b) => a.or(b),
-    };
+    let in_flight = goodput_metrics::trend::in_flight_trend(&r.requests, s.window.start_ms)
+        .map(|t| in_flight_trend(&t, s.mean_concurrency));
+    let judged =
+        [trend.map(|t| queue_trend(&t, ttft_budget_ms, last)), tpot, in_flight].into_iter().flatten().reduce(worse);
     CapacityPoint {
         rate,
         attainment: if attempted > 0 { good as f64 / attempted as f64 } else { 0.0 },
