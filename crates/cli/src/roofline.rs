@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use goodput_decide::roofline::analyze;
-use goodput_engine::{Catalog, Dtype, EngineConfig, Given, Preset};
+use goodput_engine::{Catalog, Dtype, EngineConfig, Preset};
 use goodput_render::roofline::{render, svg};
 use goodput_results::Tool;
 use goodput_results::roofline::{RooflineReport, RooflineSpec};
@@ -104,13 +104,16 @@ pub fn plan(a: &RooflineArgs) -> Result<RooflinePlan, UsageError> {
         (None, None) => return Err(usage("--model", "required: a catalog model, or --model-config config.json")),
     };
     let gpu = catalog.gpu(&a.gpu).map_err(|e| usage("--gpu", e))?.clone();
-    let mut config = EngineConfig::new(arch, gpu);
-    Preset::Vllm.apply(&mut config);
-    config.tp = a.tp.unwrap_or(1);
-    config.dtype = dtype("--dtype", a.dtype.as_deref())?;
-    config.kv_dtype = dtype("--kv-dtype", a.kv_dtype.as_deref())?;
-    let given = Given { memory_utilization: false, max_num_seqs: false, kv_dtype: a.kv_dtype.is_some() };
-    Preset::Vllm.derive(&mut config, given);
+    // vLLM's engine, as `sim` builds it by default: its memory settings and the calibrated
+    // efficiencies of the GPU and format
+    let config = goodput_engine::EngineSpec {
+        preset: Some(Preset::Vllm),
+        tp: Some(a.tp.unwrap_or(1)),
+        dtype: Some(dtype("--dtype", a.dtype.as_deref())?),
+        kv_dtype: Some(dtype("--kv-dtype", a.kv_dtype.as_deref())?),
+        ..Default::default()
+    }
+    .build(arch, gpu);
     let spec = RooflineSpec {
         prompt: tokens("--prompt", a.prompt.as_deref(), DEFAULT_PROMPT)?,
         context: tokens("--context", a.context.as_deref(), DEFAULT_CONTEXT)?,

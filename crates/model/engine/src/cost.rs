@@ -227,9 +227,9 @@ impl Roofline {
         self.eff.moe_gemm * m / (m + half)
     }
 
-    /// The MFU and MBU this configuration's number format runs at.
+    /// The MFU (at this configuration's GEMM size) and MBU its number format runs at.
     pub fn efficiencies(&self) -> (f64, f64) {
-        (self.mfu, self.mbu)
+        (self.mfu * self.gemm_size_share(), self.mbu)
     }
 
     /// Whole-model FLOPs and bytes of an iteration (before dividing across the TP group).
