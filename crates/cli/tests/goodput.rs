@@ -189,16 +189,22 @@ fn a_reported_capacity_holds_for_ten_minutes() {
     assert!(d["capacity"]["uncertainty"].as_f64().unwrap() <= 0.02 * rate + 1e-9, "{stdout}");
     let curve = d["capacity"]["curve"].as_array().unwrap();
     assert!(curve.iter().all(|p| p["queue_trend"].is_string()), "every step judged");
-    let r = format!("{rate}");
     for seed in ["1", "2", "3"] {
-        let mut a = vec!["sim", "--rate", &r, "--duration", "600s", "--seed", seed];
-        a.extend_from_slice(&w);
-        let (s, _) = run_ok("cap70-600", &a, Duration::from_secs(300));
-        let sum = &s["runs"][0]["summary"];
-        let att = sum["slo"]["attainment"].as_f64().unwrap();
-        assert!(att >= 0.97, "600 s at the reported {rate} req/s: attainment {att}\n{stdout}");
-        assert!(sum["ttft_ms"]["p99"].as_f64().unwrap() < 5000.0, "{sum}");
+        holds_for_ten_minutes("cap70-600", &w, rate, seed, &stdout);
     }
+}
+
+/// A 600 s simulation of the plan `w` at `rate` (seed `seed`) keeps at least 97% of requests
+/// within the SLO, with p99 TTFT under 5 s; `context` goes with a failure.
+fn holds_for_ten_minutes(name: &str, w: &[&str], rate: f64, seed: &str, context: &str) {
+    let r = format!("{rate}");
+    let mut a = vec!["sim", "--rate", &r, "--duration", "600s", "--seed", seed];
+    a.extend_from_slice(w);
+    let (s, _) = run_ok(name, &a, Duration::from_secs(300));
+    let sum = &s["runs"][0]["summary"];
+    let att = sum["slo"]["attainment"].as_f64().unwrap();
+    assert!(att >= 0.97, "600 s at the reported {rate} req/s: attainment {att}\n{context}");
+    assert!(sum["ttft_ms"]["p99"].as_f64().unwrap() < 5000.0, "{sum}\n{context}");
 }
 
 /// The property behind the test above, over plans drawn at random (seeded; set
@@ -256,14 +262,7 @@ fn a_reported_capacity_holds_for_ten_minutes_over_random_plans() {
         let (d, stdout) = run_ok(&format!("capprop{case}"), &args, Duration::from_secs(300));
         let rate =
             d["capacity"]["rate"].as_f64().unwrap_or_else(|| panic!("seed {seed}, {plan}: no capacity\n{stdout}"));
-        let r = format!("{rate}");
-        let mut a = vec!["sim", "--rate", &r, "--duration", "600s", "--seed", "1"];
-        a.extend_from_slice(&w);
-        let (s, _) = run_ok(&format!("capprop{case}-600"), &a, Duration::from_secs(300));
-        let sum = &s["runs"][0]["summary"];
-        let att = sum["slo"]["attainment"].as_f64().unwrap();
-        assert!(att >= 0.97, "seed {seed}, {plan}: 600 s at the reported {rate} req/s kept {att}\n{stdout}");
-        assert!(sum["ttft_ms"]["p99"].as_f64().unwrap() < 5000.0, "seed {seed}, {plan}: {sum}");
+        holds_for_ten_minutes(&format!("capprop{case}-600"), &w, rate, "1", &format!("seed {seed}, {plan}\n{stdout}"));
     }
 }
 

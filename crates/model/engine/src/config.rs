@@ -68,8 +68,9 @@ pub struct Efficiency {
 
 impl Default for Efficiency {
     fn default() -> Self {
-        // Calibrated against ../shared/reference/published-figures.md rows 1–6: every figure
-        // within ±13% (`cargo bench -p goodput-sim --bench calibration`).
+        // A configuration without an engine preset (`EngineConfig::new`) keeps these: the single
+        // set once calibrated on ../shared/reference/published-figures.md rows 1–6. A preset's
+        // configuration takes the calibrated rules of data/efficiency.toml over them.
         Efficiency {
             mfu: 0.38,
             mfu_half_params: 0.0,

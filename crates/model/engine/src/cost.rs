@@ -120,7 +120,7 @@ pub struct Roofline {
     body_flops_per_token: f64,
     /// The routed experts' share of it: `2 · layers · top_k · expert params`.
     expert_flops_per_token: f64,
-    /// MFU and MBU for this number format.
+    /// MFU (at this configuration's GEMM size) and MBU for this number format.
     mfu: f64,
     /// The active weights one GPU multiplies in one layer (for the GEMMs' size).
     layer_params_per_gpu: f64,
@@ -160,7 +160,7 @@ impl Roofline {
         // top-k experts)
         let body_params_per_layer =
             (m.active_params() as f64 - m.embed_and_head_params() as f64) / m.layers.max(1) as f64;
-        Roofline {
+        let mut r = Roofline {
             tp: cfg.tp as f64,
             peak: cfg.gpu.peak_flops(if cfg.dtype == Dtype::Bf16 { Dtype::Bf16 } else { cfg.dtype }),
             bandwidth: cfg.gpu.bandwidth(),
@@ -186,7 +186,10 @@ impl Roofline {
             host_link: cfg.gpu.host_link(),
             expert_parallel: cfg.expert_parallel,
             attn_weight_bytes: (m.layers * m.attn_params()) as f64 * wb,
-        }
+        };
+        // the GEMMs' size is the configuration's: the MFU they reach is fixed once, here
+        r.mfu *= r.gemm_size_share();
+        r
     }
 
     /// Expected distinct experts per layer touched by `tokens` tokens under uniform routing.
@@ -229,7 +232,7 @@ impl Roofline {
 
     /// The MFU (at this configuration's GEMM size) and MBU its number format runs at.
     pub fn efficiencies(&self) -> (f64, f64) {
-        (self.mfu * self.gemm_size_share(), self.mbu)
+        (self.mfu, self.mbu)
     }
 
     /// Whole-model FLOPs and bytes of an iteration (before dividing across the TP group).
@@ -258,8 +261,7 @@ impl StepCost for Roofline {
         // routed experts' FLOPs at the grouped GEMMs' lower efficiency
         let expert = self.expert_flops_per_token * b.tokens() as f64 / self.tp;
         let tokens = b.tokens() as f64;
-        let mfu = self.mfu * self.gemm_size_share();
-        let compute_s = (f + expert * (1.0 / self.moe_gemm(tokens) - 1.0)) / (self.peak * mfu);
+        let compute_s = (f + expert * (1.0 / self.moe_gemm(tokens) - 1.0)) / (self.peak * self.mfu);
         // offloaded weights come over the host link (no overlap with the GPU's own reads), not
         // from device memory
         let memory_s = (by - self.offload_bytes).max(0.0) / (self.bandwidth * self.mbu);

@@ -46,6 +46,10 @@ pub struct Rule {
     pub moe_half_tokens: Option<f64>,
     pub fp4_mfu: Option<f64>,
     pub fp4_mbu: Option<f64>,
+    pub ingest_s: Option<f64>,
+    pub ingest_per_token_s: Option<f64>,
+    pub frontend_s: Option<f64>,
+    pub frontend_jitter_s: Option<f64>,
     /// Which published figures the values were chosen on (docs only).
     #[serde(default)]
     pub why: String,
@@ -59,7 +63,9 @@ impl Rule {
             && self.moe.is_none_or(|m| m == c.model.is_moe())
     }
 
-    fn apply(&self, e: &mut Efficiency) {
+    /// Sets every value the rule gives (the command line's efficiency flags are one such rule,
+    /// applied last: `EngineSpec::build`).
+    pub fn apply(&self, e: &mut Efficiency) {
         let set = [
             (self.mfu, &mut e.mfu),
             (self.mfu_half_params, &mut e.mfu_half_params),
@@ -73,6 +79,10 @@ impl Rule {
             (self.moe_half_tokens, &mut e.moe_half_tokens),
             (self.fp4_mfu, &mut e.fp4_mfu),
             (self.fp4_mbu, &mut e.fp4_mbu),
+            (self.ingest_s, &mut e.ingest_s),
+            (self.ingest_per_token_s, &mut e.ingest_per_token_s),
+            (self.frontend_s, &mut e.frontend_s),
+            (self.frontend_jitter_s, &mut e.frontend_jitter_s),
         ];
         for (v, field) in set {
             if let Some(v) = v {

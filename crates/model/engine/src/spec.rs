@@ -166,22 +166,18 @@ impl EngineSpec {
     /// and format (`data/efficiency.toml`), then every one given.
     fn efficiency(&self, c: &mut EngineConfig) {
         c.efficiency = crate::efficiency::EfficiencyTable::builtin().for_config(c);
-        let e = &mut c.efficiency;
-        let given = [
-            (self.mfu, &mut e.mfu),
-            (self.mbu, &mut e.mbu),
-            (self.step_overhead_s, &mut e.step_overhead_s),
-            (self.seq_overhead_s, &mut e.seq_overhead_s),
-            (self.ingest_s, &mut e.ingest_s),
-            (self.ingest_per_token_s, &mut e.ingest_per_token_s),
-            (self.frontend_s, &mut e.frontend_s),
-            (self.frontend_jitter_s, &mut e.frontend_jitter_s),
-        ];
-        for (v, field) in given {
-            if let Some(v) = v {
-                *field = v;
-            }
-        }
+        let given = crate::efficiency::Rule {
+            mfu: self.mfu,
+            mbu: self.mbu,
+            step_overhead_s: self.step_overhead_s,
+            seq_overhead_s: self.seq_overhead_s,
+            ingest_s: self.ingest_s,
+            ingest_per_token_s: self.ingest_per_token_s,
+            frontend_s: self.frontend_s,
+            frontend_jitter_s: self.frontend_jitter_s,
+            ..Default::default()
+        };
+        given.apply(&mut c.efficiency);
     }
 }
 

@@ -7,8 +7,8 @@ use goodput_results::{CapacityPoint, Run};
 use super::budget::{Budgets, QueueTrend, in_flight_trend, queue_trend, tpot_trend, worse};
 
 /// The point of the step `r`, run at `rate`; `budgets` judge its trends (TTFT, TPOT where the
-/// SLO bounds it, and the requests in flight), `last`: the step cannot be run longer (an unclear trend is then judged by its
-/// slope).
+/// SLO bounds it, and the requests in flight), `last`: the step cannot be run longer (an
+/// unclear trend is then judged by its slope).
 pub fn point(rate: f64, r: &Run, budgets: &Budgets, last: bool) -> CapacityPoint {
     let ttft_budget_ms = budgets.ttft_ms;
     let s: &Summary = &r.summary;
