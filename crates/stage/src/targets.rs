@@ -11,7 +11,7 @@ use goodput_results::plan::{EnginePlan, RunPlan};
 use goodput_results::server_metrics::{Flavour, ServerMetrics};
 use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, summary_options, unix_ns};
 use goodput_server::{Embedded, ServerConfig};
-use goodput_sim::simulate_with;
+use goodput_sim::simulate_until;
 use goodput_workload::Workload;
 
 use crate::seam::{Control, Resources, Stage, StageError, Target};
@@ -140,7 +140,6 @@ pub struct SimTarget {
 
 impl Target for SimTarget {
     async fn run(&mut self, stage: &Stage, ctl: &Control) -> Result<Run, StageError> {
-        let _ = ctl; // a simulation has nothing in flight to watch and ends in moments
         let plan = &stage.plan;
         let mut engine = goodput_engine::build(&self.engine.config)?;
         let spec = self.res.workload_spec(&plan.workload, stage.seed);
@@ -153,7 +152,9 @@ impl Target for SimTarget {
         // records are summarized as they finish; the document keeps what --records says
         let opts = summary_options(plan, &stage.load);
         let mut collector = Collector::new(opts, plan.output.records, stage.seed);
-        let out = simulate_with(engine.as_mut(), &cfg, workload, &mut |r| collector.push_returning(r));
+        // a saturated capacity step stops as a measured one does (the failing steps above the
+        // capacity are the costly ones); Ctrl-C is not watched: a simulation ends in moments
+        let out = simulate_until(engine.as_mut(), &cfg, workload, ctl.saturation, &mut |r| collector.push_returning(r));
         let (mut summary, summary_full, records, kept) = collector.finish();
         if kept.is_partial() {
             summary.records_kept = Some(kept);
@@ -167,7 +168,7 @@ impl Target for SimTarget {
             load: Some(stage.load.clone()),
             elapsed_s: Some(elapsed_s),
             virtual_end_s: Some(out.end_s),
-            interrupted: out.stop == StopReason::MaxErrors,
+            interrupted: matches!(out.stop, StopReason::MaxErrors | StopReason::Saturated),
             stop: out.stop,
             summary_full,
             engine_stats: Some(out.stats),

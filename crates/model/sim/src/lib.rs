@@ -74,7 +74,23 @@ pub fn simulate_with(
     workload: Workload,
     sink: &mut dyn FnMut(RequestRecord) -> Option<RequestRecord>,
 ) -> SimEnd {
-    Sim::new(cfg, workload, sink).run(engine)
+    simulate_until(engine, cfg, workload, None, sink)
+}
+
+/// Runs the workload like [`simulate_with`], stopped early, [`StopReason::Saturated`], once more
+/// than `saturation` requests are in flight (a capacity step whose queue has piled up far beyond
+/// what its SLO allows, as a measured step is stopped): the requests in flight then end as
+/// cancelled, and nothing more is sent.
+pub fn simulate_until(
+    engine: &mut dyn ServingEngine,
+    cfg: &SimConfig,
+    workload: Workload,
+    saturation: Option<u64>,
+    sink: &mut dyn FnMut(RequestRecord) -> Option<RequestRecord>,
+) -> SimEnd {
+    let mut sim = Sim::new(cfg, workload, sink);
+    sim.saturation = saturation.unwrap_or(u64::MAX);
+    sim.run(engine)
 }
 
 /// The driver's state: the load machine and the records being built.
@@ -100,6 +116,10 @@ struct Sim<'a> {
     emits: Vec<Emit>,
     /// Event buffers of a record the sink handed back (empty, their capacity kept).
     spare: (Vec<f64>, Vec<u32>),
+    /// Requests submitted and not finished.
+    in_flight: u64,
+    /// More in flight than this stops the run, saturated.
+    saturation: u64,
 }
 
 /// Where one request's tokens are in the driver's log: runs of consecutive entries, each entry
@@ -185,6 +205,8 @@ impl<'a> Sim<'a> {
             sink,
             emits: Vec::new(),
             spare: Default::default(),
+            in_flight: 0,
+            saturation: u64::MAX,
         }
     }
 
@@ -259,6 +281,10 @@ impl<'a> Sim<'a> {
                 self.deliver(e, t);
             }
             let wait = loop {
+                if self.in_flight > self.saturation {
+                    self.cancel_unfinished(t);
+                    return SimEnd { stats: engine.stats(), end_s: t, stop: StopReason::Saturated };
+                }
                 match self.machine.next(t) {
                     Next::Send(r) => self.send(engine, *r),
                     Next::Wait(at) => break Some(at),
@@ -287,16 +313,25 @@ impl<'a> Sim<'a> {
 
     /// Ends, as failed, requests the engine left unfinished although nothing more would happen.
     fn fail_unfinished(&mut self, t: f64) {
+        self.end_unfinished(
+            t,
+            ErrorClass::StreamEndedEarly,
+            "the engine model stalled with this request unfinished (a modelling defect: please report it)",
+        );
+    }
+
+    /// Ends, as cancelled, the requests in flight when the run stopped saturated.
+    fn cancel_unfinished(&mut self, t: f64) {
+        self.end_unfinished(t, ErrorClass::Cancelled, "the step stopped saturated while this request was in flight");
+    }
+
+    fn end_unfinished(&mut self, t: f64, class: ErrorClass, message: &str) {
         for mut r in self.flush() {
             r.end_ms = Some(t * 1e3);
-            r.error = Some(RequestError {
-                class: ErrorClass::StreamEndedEarly,
-                message: "the engine model stalled with this request unfinished (a modelling defect: please report it)"
-                    .into(),
-                status: None,
-            });
+            r.error = Some(RequestError { class, message: message.into(), status: None });
             self.hand_over(r);
         }
+        self.in_flight = 0;
     }
 
     /// Tokens of request `e.seq` arrived at `t` (the log's last entry).
@@ -312,6 +347,7 @@ impl<'a> Sim<'a> {
             r.output_tokens_source = Some(TokenSource::Server);
             r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
             self.machine.finished(e.seq, t, Finished { ok: true, output_tokens: n, reply: String::new() });
+            self.in_flight -= 1;
             self.finish(e.seq);
         }
     }
@@ -343,7 +379,10 @@ impl<'a> Sim<'a> {
         };
         self.tracks.push_back(Track::new(self.log_base + self.log.len() as u64));
         match engine.submit(r.id, req, sent) {
-            Ok(()) => self.records.push_back(Some(rec)),
+            Ok(()) => {
+                self.records.push_back(Some(rec));
+                self.in_flight += 1;
+            }
             Err(reject) => {
                 rec.end_ms = rec.sent_ms;
                 rec.output_tokens = Some(0);
@@ -559,6 +598,32 @@ mod tests {
         let out = simulate(&mut engine(|_| {}), &c, workload(64, 8));
         assert_eq!(out.records.len(), 21, "arrivals at 0, 0.1, …, 2.0 s");
         assert_eq!(out.stop, StopReason::Duration);
+    }
+
+    #[test]
+    fn a_saturated_run_stops_once_too_many_are_in_flight() {
+        // 1,000 req/s of 512/128 on one H100 piles up at once: the run stops when the 33rd
+        // request is in flight, the 33 unfinished end as cancelled at that moment, and nothing
+        // more is sent
+        let load = Load::Open { arrivals: Arrivals::Constant { rate: 1000.0 }, max_concurrency: None };
+        let mut c = cfg(load, None);
+        c.bounds.duration_s = Some(10.0);
+        let mut records = Vec::new();
+        let end = simulate_until(&mut engine(|_| {}), &c, workload(512, 128), Some(32), &mut |r| {
+            records.push(r);
+            None
+        });
+        assert_eq!(end.stop, StopReason::Saturated);
+        let cancelled: Vec<_> =
+            records.iter().filter(|r| r.error.as_ref().is_some_and(|e| e.class == ErrorClass::Cancelled)).collect();
+        assert_eq!(cancelled.len(), 33);
+        assert!(cancelled.iter().all(|r| r.end_ms == Some(end.end_s * 1e3)));
+        let finished = records.len() - cancelled.len();
+        assert!(finished < 10, "few finish before the queue piles up: {finished}");
+        assert!(end.end_s < 0.1, "stopped within {} s of the 10 s asked", end.end_s);
+        // without a limit the same run keeps sending for its 10 s
+        let out = simulate(&mut engine(|_| {}), &c, workload(512, 128));
+        assert_eq!((out.stop, out.records.len()), (StopReason::Duration, 10_001));
     }
 
     #[test]

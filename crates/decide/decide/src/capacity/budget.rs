@@ -19,7 +19,7 @@ pub struct Budgets {
     /// either), ms: a queue that grew by half of it within one step is growing without bound.
     pub ttft_ms: f64,
     /// The time a whole request may take, s: requests in flight beyond twice `rate × e2e_s`
-    /// (Little's law) mean a measured step is saturated.
+    /// (Little's law) mean a step is saturated.
     pub e2e_s: f64,
     /// The TPOT budget, ms, where the SLO bounds TPOT: a TPOT rising through the step by half of
     /// it over [`HORIZON_S`] is not a steady state.
@@ -44,7 +44,7 @@ impl Budgets {
         Budgets { ttft_ms, e2e_s, tpot_ms: slo.limit(Metric::Tpot) }
     }
 
-    /// The most requests in flight a measured step at `rate` holds before it is stopped as
+    /// The most requests in flight a step at `rate` (measured or simulated) holds before it is stopped as
     /// saturated: twice what the SLO allows, at least 16.
     pub fn in_flight_limit(&self, rate: f64) -> u64 {
         ((rate * 2.0 * self.e2e_s).ceil() as u64).max(16)

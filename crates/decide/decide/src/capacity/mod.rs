@@ -107,7 +107,7 @@ pub async fn search<T: Target>(
     let mut stretch = 1;
     while let Some(rate) = search.next() {
         let stage = step_stage(plan, rate, o, sim, steps.len() as u64, stretch);
-        let ctl = control(&stage, (!sim).then(|| budgets.in_flight_limit(rate)));
+        let ctl = control(&stage, Some(budgets.in_flight_limit(rate)));
         if ctl.interrupt.is_cancelled() {
             interrupted = true;
             break;

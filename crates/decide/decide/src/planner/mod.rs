@@ -253,7 +253,9 @@ pub fn evaluate(
 ) -> Result<Evaluation, StageError> {
     let rt = tokio::runtime::Builder::new_current_thread().build().map_err(StageError::Runtime)?;
     let mut target = SimTarget { engine, res: res.clone() };
-    let found = rt.block_on(search(&mut target, plan, o, |_, _| goodput_stage::Control::quiet(), |_| {}))?;
+    let control =
+        |_: &goodput_stage::Stage, saturation| goodput_stage::Control { saturation, ..goodput_stage::Control::quiet() };
+    let found = rt.block_on(search(&mut target, plan, o, control, |_| {}))?;
     Ok(Evaluation::of(found))
 }
 
