@@ -213,14 +213,10 @@ fn holds_for_ten_minutes(name: &str, w: &[&str], rate: f64, seed: &str, context:
 #[test]
 fn a_reported_capacity_holds_for_ten_minutes_over_random_plans() {
     let seed: u64 = std::env::var("GOODPUT_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261205);
-    let mut state = seed;
+    let mut draws = 0u64;
     let mut pick = |n: usize| {
-        // splitmix64
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) % n as u64) as usize
+        draws += 1;
+        (goodput_workload::seed::mix(&[seed, draws]) % n as u64) as usize
     };
     // (model, tp, dtype) that fit every GPU below; engines; lengths (input, output)
     let models = [

@@ -62,7 +62,7 @@ fn report_renders_a_simulated_run_as_html_and_csv() {
     assert_charts(&page, &RUN_CHARTS);
     assert!(page.contains("95% CI") && page.contains("Token counts"));
     // the answer first: the headline tables hold the document's figures (as rounded on the page)
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    let doc = load_valid(&r);
     let s = &doc["runs"][0]["summary"];
     let head = &page[..page.find("<details><summary>the console report").expect("the console text, folded")];
     assert!(head.contains("class=\"headline\"") && !head.contains("<pre>latency"), "no console text above it");
@@ -205,7 +205,7 @@ fn capacity_html_draws_the_search() {
     assert_charts(&page, &charts);
     assert_charts(&page, &["chart-cdf-ttft-runs", "chart-cdf-ttft-r0", "chart-engine-batch-r0"]);
     // the answer first, as the document has it, and a row per step
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("cap.json")).unwrap()).unwrap();
+    let doc = load_valid(&dir.join("cap.json"));
     let cap = &doc["capacity"];
     assert!((headline_figure(&page, "capacity", "rate") - cap["rate"].as_f64().unwrap()).abs() < 0.0005 + 1e-9);
     assert_eq!(page.matches("data-metric=\"step\" data-stat=\"rate\"").count(), cap["curve"].as_array().unwrap().len());
@@ -244,7 +244,7 @@ fn sweep_html_tables_the_runs_by_rate() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     assert_offline(&page);
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let doc = load_valid(&out);
     let runs = doc["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "synchronous, throughput and two constant rates");
     for (i, r) in runs.iter().enumerate() {
@@ -289,7 +289,7 @@ fn plan_html_draws_cost_vs_latency() {
     assert_titled(&page, "chart-plan-cost");
     // the ranking as a table with units, its figures the document's; the Pareto points named on
     // the chart
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let doc = load_valid(&out);
     for h in ["req/s per GPU", "output tok/s per GPU", "p99 TTFT, ms", "$ per M output tokens", "binding SLO"] {
         assert!(page.contains(h), "{h}");
     }
@@ -412,7 +412,7 @@ fn compare_html_overlays_the_cdfs_of_each_file() {
     assert!(page.contains("<th>95% CI of delta</th>"));
     // its figures are the documents': p99 TTFT of the baseline and of the other file
     let p99 = |f: &std::path::Path| {
-        let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let d = load_valid(f);
         d["runs"][0]["summary"]["ttft_ms"]["p99"].as_f64().unwrap()
     };
     assert!(
@@ -449,7 +449,7 @@ fn sim_html_draws_the_engine_mechanisms_over_time() {
     let page = std::fs::read_to_string(&prefix).unwrap();
     assert_charts(&page, &["chart-engine-tokens", "chart-engine-prefix"]);
     // the counters are in the document's series, after the five gauges
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let doc = load_valid(&out);
     let series = doc["runs"][0]["engine_stats"]["series"].as_array().unwrap();
     let last = series.last().unwrap().as_array().unwrap();
     assert_eq!(last.len(), 12, "{last:?}");

@@ -79,9 +79,10 @@ pub fn tpot_trend(records: &[RequestRecord], from_ms: f64) -> Option<Trend> {
 /// evenly spaced instants from `from_ms` plus the requests' 95th-percentile E2E (the fill: until
 /// its long requests start ending, a steady system is still filling) to the last scheduled
 /// arrival (after it, it drains): its slope is requests gained per millisecond (and `growth_ms`
-/// holds the requests gained over that span, in the unit of the samples). Arrivals that outrun what a deployment serves show here first
-/// when it admits them all: completions fall behind arrivals long before its latencies move.
-/// `None` with fewer than 10 requests or no span left after the fill.
+/// holds the requests gained over that span, in the unit of the samples). Arrivals that outrun
+/// what a deployment serves show here first when it admits them all: completions fall behind
+/// arrivals long before its latencies move. `None` with fewer than 10 requests or no span left
+/// after the fill.
 pub fn in_flight_trend(records: &[RequestRecord], from_ms: f64) -> Option<Trend> {
     let mut e2e: Vec<f64> = records
         .iter()

@@ -17,6 +17,7 @@ use goodput_results::{ResultDoc, Run};
 
 use crate::charts::{self, METRICS};
 use crate::page::{charts_block, open_page, pre};
+use crate::planning::opt;
 use crate::svg::{Chart, MAX_POINTS, esc};
 
 /// The whole report; `source` names the document (its file name) in the title.
@@ -247,7 +248,6 @@ fn headline(o: &mut String, run: &Run) {
 /// A capacity search's answer first: the rate and its resolution, per GPU, the SLO and target,
 /// then every step as a row.
 fn capacity_headline(o: &mut String, c: &goodput_results::CapacityReport) {
-    let num = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
     let _ = write!(
         o,
         "<div class=\"headline\"><p class=\"verdict\">{}</p><div class=\"tables\"><table class=\"figures\">\
@@ -257,9 +257,9 @@ fn capacity_headline(o: &mut String, c: &goodput_results::CapacityReport) {
          <tr><th class=\"l\">SLO</th><td>{}</td></tr><tr><th class=\"l\">attainment target</th><td>{:.1}%</td></tr>\
          </table>",
         esc(&c.answer),
-        num(c.rate, 3),
-        num(c.uncertainty, 3),
-        num(c.per_gpu, 3),
+        opt(c.rate, 3),
+        opt(c.uncertainty, 3),
+        opt(c.per_gpu, 3),
         esc(&c.slo),
         c.attainment_target * 100.0
     );
@@ -273,10 +273,10 @@ fn capacity_headline(o: &mut String, c: &goodput_results::CapacityReport) {
             "<tr><td data-metric=\"step\" data-stat=\"rate\">{:.3}</td><td>{:.1}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             p.rate,
             p.attainment * 100.0,
-            num(p.ttft_p99_ms, 1),
-            num(p.tpot_p99_ms, 2),
+            opt(p.ttft_p99_ms, 1),
+            opt(p.tpot_p99_ms, 2),
             esc(p.queue_trend.as_deref().unwrap_or(if p.saturated { "saturated" } else { "-" })),
-            num(p.step_s, 0)
+            opt(p.step_s, 0)
         );
     }
     o.push_str("</table></div></div>\n");
@@ -284,7 +284,6 @@ fn capacity_headline(o: &mut String, c: &goodput_results::CapacityReport) {
 
 /// A sweep's runs as a table: offered and served rate, throughput, p99 latencies, attainment.
 fn sweep_table(o: &mut String, runs: &[Run]) {
-    let num = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
     o.push_str(
         "<div class=\"headline\"><table class=\"figures\"><tr><th class=\"l\">run</th><th>offered, req/s</th>\
          <th>served, req/s</th><th>output tok/s</th><th>p99 TTFT, ms</th><th>p99 TPOT, ms</th><th>SLO attainment</th></tr>",
@@ -297,11 +296,11 @@ fn sweep_table(o: &mut String, runs: &[Run]) {
             "<tr data-run=\"{i}\"><td class=\"l\">{}</td><td>{}</td><td data-metric=\"request_throughput\" data-stat=\"value\">{:.3}</td>\
              <td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&label),
-            num(s.offered_rate, 2),
+            opt(s.offered_rate, 2),
             s.request_throughput,
             s.output_throughput,
-            num(s.ttft_ms.p99, 1),
-            num(s.tpot_ms.p99, 2),
+            opt(s.ttft_ms.p99, 1),
+            opt(s.tpot_ms.p99, 2),
             s.slo.as_ref().map_or("-".to_string(), |g| format!("{:.1}%", g.attainment * 100.0))
         );
     }

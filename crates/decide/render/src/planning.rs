@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use goodput_results::planning::{PlanCandidate, PlanReport};
 
-fn opt(v: Option<f64>, digits: usize) -> String {
+/// `v` with `digits` decimals, `-` where there is none.
+pub(crate) fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.digits$}"))
 }
 

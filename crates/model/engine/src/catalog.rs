@@ -199,6 +199,10 @@ impl ModelArch {
     pub fn weight_bytes(&self, d: Dtype) -> f64 {
         self.total_params() as f64 * d.bytes()
     }
+    /// The attention's weights, every layer's.
+    pub fn attn_weight_bytes(&self, d: Dtype) -> f64 {
+        (self.layers * self.attn_params()) as f64 * d.bytes()
+    }
     /// `2 · layers · kv_heads · head_dim · bytes`.
     pub fn kv_bytes_per_token(&self, d: Dtype) -> f64 {
         (2 * self.layers * self.kv_heads * self.head_dim()) as f64 * d.bytes()

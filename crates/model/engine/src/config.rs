@@ -670,7 +670,6 @@ impl EngineConfig {
         Ok(())
     }
 
-    /// The bytes of weights per GPU kept on it and offloaded to host memory; an error when they do not fit `usable`.
     /// Weights each GPU holds: a 1/tp share, but with expert parallelism every GPU holds the
     /// whole attention (data-parallel attention) and a 1/tp share of the rest.
     pub fn weight_bytes_per_gpu(&self) -> f64 {
@@ -679,10 +678,11 @@ impl EngineConfig {
         if !self.expert_parallel {
             return all / self.tp as f64;
         }
-        let attn = (m.layers * m.attn_params()) as f64 * self.dtype.bytes();
+        let attn = m.attn_weight_bytes(self.dtype);
         attn + (all - attn) / self.tp as f64
     }
 
+    /// The bytes of weights per GPU kept on it and offloaded to host memory; an error when they do not fit `usable`.
     fn weights_on_gpu(&self, usable: f64) -> Result<(f64, f64), EngineError> {
         let bad = |m: String| Err(EngineError::Config(m));
         let all_weights = self.weight_bytes_per_gpu();

@@ -140,10 +140,10 @@ pub struct Roofline {
     /// Weights per GPU read from host memory every forward pass, and the host link's bytes/s.
     offload_bytes: f64,
     host_link: f64,
-    /// Expert parallelism with data-parallel attention: the attention's weight bytes (read whole
-    /// by every GPU) and the all-to-alls in place of all-reduces.
+    /// Expert parallelism with data-parallel attention: all-to-alls in place of all-reduces, and
+    /// the attention's weight bytes each GPU reads beyond its 1/tp share (it reads them whole).
     expert_parallel: bool,
-    attn_weight_bytes: f64,
+    attn_extra_bytes: f64,
 }
 
 impl Roofline {
@@ -185,7 +185,11 @@ impl Roofline {
             offload_bytes: cfg.cpu_offload_gb * 1e9,
             host_link: cfg.gpu.host_link(),
             expert_parallel: cfg.expert_parallel,
-            attn_weight_bytes: (m.layers * m.attn_params()) as f64 * wb,
+            attn_extra_bytes: if cfg.expert_parallel {
+                m.attn_weight_bytes(cfg.dtype) * (1.0 - 1.0 / cfg.tp.max(1) as f64)
+            } else {
+                0.0
+            },
         };
         // the GEMMs' size is the configuration's: the MFU they reach is fixed once, here
         r.mfu *= r.gemm_size_share();
@@ -253,11 +257,8 @@ impl StepCost for Roofline {
             return StepTime::default();
         }
         let (flops, bytes) = self.work(b);
-        let (f, mut by) = (flops / self.tp, bytes / self.tp);
-        if self.expert_parallel {
-            // every GPU reads the whole attention, not a 1/tp share of it
-            by += self.attn_weight_bytes * (1.0 - 1.0 / self.tp);
-        }
+        // with expert parallelism every GPU reads the whole attention, not a 1/tp share of it
+        let (f, by) = (flops / self.tp, bytes / self.tp + self.attn_extra_bytes);
         // routed experts' FLOPs at the grouped GEMMs' lower efficiency
         let expert = self.expert_flops_per_token * b.tokens() as f64 / self.tp;
         let tokens = b.tokens() as f64;

@@ -116,9 +116,7 @@ struct Sim<'a> {
     emits: Vec<Emit>,
     /// Event buffers of a record the sink handed back (empty, their capacity kept).
     spare: (Vec<f64>, Vec<u32>),
-    /// Requests submitted and not finished.
-    in_flight: u64,
-    /// More in flight than this stops the run, saturated.
+    /// More requests in flight than this stops the run, saturated.
     saturation: u64,
 }
 
@@ -205,7 +203,6 @@ impl<'a> Sim<'a> {
             sink,
             emits: Vec::new(),
             spare: Default::default(),
-            in_flight: 0,
             saturation: u64::MAX,
         }
     }
@@ -281,7 +278,7 @@ impl<'a> Sim<'a> {
                 self.deliver(e, t);
             }
             let wait = loop {
-                if self.in_flight > self.saturation {
+                if self.machine.in_flight() as u64 > self.saturation {
                     self.cancel_unfinished(t);
                     return SimEnd { stats: engine.stats(), end_s: t, stop: StopReason::Saturated };
                 }
@@ -331,7 +328,6 @@ impl<'a> Sim<'a> {
             r.error = Some(RequestError { class, message: message.into(), status: None });
             self.hand_over(r);
         }
-        self.in_flight = 0;
     }
 
     /// Tokens of request `e.seq` arrived at `t` (the log's last entry).
@@ -347,7 +343,6 @@ impl<'a> Sim<'a> {
             r.output_tokens_source = Some(TokenSource::Server);
             r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
             self.machine.finished(e.seq, t, Finished { ok: true, output_tokens: n, reply: String::new() });
-            self.in_flight -= 1;
             self.finish(e.seq);
         }
     }
@@ -379,10 +374,7 @@ impl<'a> Sim<'a> {
         };
         self.tracks.push_back(Track::new(self.log_base + self.log.len() as u64));
         match engine.submit(r.id, req, sent) {
-            Ok(()) => {
-                self.records.push_back(Some(rec));
-                self.in_flight += 1;
-            }
+            Ok(()) => self.records.push_back(Some(rec)),
             Err(reject) => {
                 rec.end_ms = rec.sent_ms;
                 rec.output_tokens = Some(0);

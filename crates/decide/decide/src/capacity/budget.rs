@@ -44,8 +44,8 @@ impl Budgets {
         Budgets { ttft_ms, e2e_s, tpot_ms: slo.limit(Metric::Tpot) }
     }
 
-    /// The most requests in flight a step at `rate` (measured or simulated) holds before it is stopped as
-    /// saturated: twice what the SLO allows, at least 16.
+    /// The most requests in flight a step at `rate` (measured or simulated) holds before it is
+    /// stopped as saturated: twice what the SLO allows, at least 16.
     pub fn in_flight_limit(&self, rate: f64) -> u64 {
         ((rate * 2.0 * self.e2e_s).ceil() as u64).max(16)
     }
@@ -110,11 +110,16 @@ pub fn tpot_trend(t: &goodput_metrics::trend::Trend, tpot_budget_ms: f64, last: 
 /// tightly, and its latencies' own trends judge it.
 pub fn in_flight_trend(t: &goodput_metrics::trend::Trend, mean_in_flight: f64) -> QueueTrend {
     let allowed = 0.25 * mean_in_flight.max(1.0) / (HORIZON_S * 1000.0);
-    if t.slope - 2.0 * t.slope_stderr >= allowed { QueueTrend::Growing } else { QueueTrend::Steady }
+    if rising(t, allowed) { QueueTrend::Growing } else { QueueTrend::Steady }
+}
+
+/// The slope is at least twice its standard error above `allowed`.
+fn rising(t: &goodput_metrics::trend::Trend, allowed: f64) -> bool {
+    t.slope - 2.0 * t.slope_stderr >= allowed
 }
 
 fn judge(t: &goodput_metrics::trend::Trend, allowed: f64, last: bool) -> QueueTrend {
-    if t.slope - 2.0 * t.slope_stderr >= allowed {
+    if rising(t, allowed) {
         QueueTrend::Growing
     } else if t.slope + 2.0 * t.slope_stderr < allowed {
         QueueTrend::Steady
