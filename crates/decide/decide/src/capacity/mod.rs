@@ -10,7 +10,9 @@
 //! `goodput_metrics::trend`) faster than a ten-minute run allows, judged with the slope's
 //! standard error ([`queue_trend`]), which a short step's attainment would hide. A step too short
 //! to tell runs again at the same rate, twice as long (up to [`MAX_STRETCH`] times), for measured
-//! servers too. A simulated target gets longer steps, since they cost nothing. What was found is a typed
+//! servers too. A simulated target gets longer steps, since they cost little, and its answer is
+//! confirmed: the rate the search ends on is run again for [`HORIZON_S`] (when its steps are
+//! shorter), and if it fails there, the bracket reopens below it. What was found is a typed
 //! [`CapacityFinding`]; the renderer puts it into words.
 
 pub mod budget;
@@ -105,8 +107,19 @@ pub async fn search<T: Target>(
     let (mut interrupted, mut unusable) = (false, false);
     // a step whose trend is unclear runs again at the same rate, twice as long
     let mut stretch = 1;
-    while let Some(rate) = search.next() {
-        let stage = step_stage(plan, rate, o, sim, steps.len() as u64, stretch);
+    // a simulated search's answer holds over the horizon: the rate that passed last is run again
+    // for HORIZON_S before it is the answer (a load near a deployment's limit can hold its queue
+    // for minutes before the queue runs away); `held`: the rate that passed a step that long
+    let confirm_stretch = if sim { (HORIZON_S / o.step_s).ceil().max(1.0) as u32 } else { 1 };
+    let mut held: Option<f64> = None;
+    loop {
+        let (rate, confirming) = match (search.next(), search.bracket().0) {
+            (Some(rate), _) => (rate, false),
+            (None, Some(pass)) if confirm_stretch > 1 && held != Some(pass) => (pass, true),
+            (None, _) => break,
+        };
+        let k = if confirming { confirm_stretch } else { stretch };
+        let stage = step_stage(plan, rate, o, sim, steps.len() as u64, k);
         let ctl = control(&stage, Some(budgets.in_flight_limit(rate)));
         if ctl.interrupt.is_cancelled() {
             interrupted = true;
@@ -114,7 +127,7 @@ pub async fn search<T: Target>(
         }
         let run = target.run(&stage, &ctl).await?;
         on_run(&run);
-        let p = point::point(rate, &run, &budgets, stretch >= MAX_STRETCH);
+        let p = point::point(rate, &run, &budgets, confirming || stretch >= MAX_STRETCH);
         interrupted |= run.stop == StopReason::Interrupted;
         // a step in which nothing succeeded says the target is unusable, not that the rate is
         // too high
@@ -128,12 +141,16 @@ pub async fn search<T: Target>(
         // the curve keeps the step that decided
         curve.retain(|q: &goodput_results::CapacityPoint| q.rate != rate);
         curve.push(p.clone());
-        if unclear && p.attainment >= o.attainment {
+        if unclear && p.attainment >= o.attainment && !confirming {
             stretch *= 2;
             continue;
         }
+        let passed = point::passes(&p, o.attainment);
+        if passed && k >= confirm_stretch {
+            held = Some(rate);
+        }
         stretch = 1;
-        search.record(rate, point::passes(&p, o.attainment));
+        search.record(rate, passed);
     }
     curve.sort_by(|x, y| x.rate.total_cmp(&y.rate));
     let (pass, fail) = search.bracket();

@@ -10,9 +10,12 @@ pub use goodput_workload::MIN_RATE;
 
 /// The bracket-and-bisect search over request rates, as a state machine: ask [`Search::next`]
 /// for a rate, measure it, tell [`Search::record`] whether it held the SLO, repeat until `next`
-/// says `None`.
+/// says `None`. A rate that fails where one at or above it had passed (a longer run of the same
+/// rate, which outweighs the shorter) withdraws those passes: the bracket reopens below it.
 #[derive(Clone, Debug)]
 pub struct Search {
+    /// The rates that passed, below the lowest that failed.
+    passes: Vec<f64>,
     /// The highest rate that passed and the lowest that failed, so far.
     pass: Option<f64>,
     fail: Option<f64>,
@@ -27,7 +30,15 @@ impl Search {
     /// A search from `start_rate` that stops bisecting when the bracket is narrower than
     /// `precision` of the passing rate, and after `max_steps` steps in all.
     pub fn new(start_rate: f64, precision: f64, max_steps: u32) -> Self {
-        Search { pass: None, fail: None, bracketing: Some(start_rate), steps: 0, max_steps, precision }
+        Search {
+            passes: Vec::new(),
+            pass: None,
+            fail: None,
+            bracketing: Some(start_rate),
+            steps: 0,
+            max_steps,
+            precision,
+        }
     }
 
     /// The next rate to measure, or `None` when the search is over.
@@ -46,10 +57,13 @@ impl Search {
     pub fn record(&mut self, rate: f64, passed: bool) {
         self.steps += 1;
         if passed {
-            self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
+            self.passes.push(rate);
         } else {
-            self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
+            let fail = self.fail.map_or(rate, |f| f.min(rate));
+            self.fail = Some(fail);
+            self.passes.retain(|&p| p < fail);
         }
+        self.pass = self.passes.iter().copied().reduce(f64::max);
         let Some(current) = self.bracketing else { return };
         self.bracketing = match (passed, self.pass, self.fail) {
             // a failing rate is known above the passing one: the bracket is closed
@@ -101,6 +115,22 @@ mod tests {
         let (rates, s) = tried(8.0, 3.2, 0.05, 20);
         assert_eq!(rates, vec![8.0, 4.0, 2.0, 3.0, 3.5, 3.25, 3.125]);
         assert_eq!(s.bracket(), (Some(3.125), Some(3.25)));
+    }
+
+    #[test]
+    fn a_rate_that_fails_on_a_longer_run_reopens_the_bracket_below_it() {
+        // converged on [7.25, 7.5]; a longer run at 7.25 fails: the bracket is [7, 7.25] (3.6%
+        // wide), and the search is over again
+        let (_, mut s) = tried(1.0, 7.3, 0.05, 20);
+        assert_eq!(s.next(), None);
+        s.record(7.25, false);
+        assert_eq!(s.bracket(), (Some(7.0), Some(7.25)));
+        assert_eq!(s.next(), None);
+        // everything that passed fails on a longer run: nothing passes
+        let mut s = Search::new(1.0, 0.05, 20);
+        s.record(1.0, true);
+        s.record(1.0, false);
+        assert_eq!(s.bracket(), (None, Some(1.0)));
     }
 
     #[test]
