@@ -62,12 +62,16 @@ pub struct Control {
     pub observer: Arc<dyn Observer>,
     /// A capacity step stops early, saturated, once more than this many requests are in flight.
     pub saturation: Option<u64>,
+    /// The run also carries its summary over the whole run (`summary_full`) when an edge
+    /// narrowed its window. A caller that keeps only each step's verdict (a plan's searches)
+    /// turns it off: that second summary is half of what summarizing a simulated step costs.
+    pub whole_run: bool,
 }
 
 impl Control {
     /// Nothing watches, nothing stops the stage early.
     pub fn quiet() -> Self {
-        Control { interrupt: Cancel::never(), observer: Arc::new(()), saturation: None }
+        Control { interrupt: Cancel::never(), observer: Arc::new(()), saturation: None, whole_run: true }
     }
 }
 

@@ -150,8 +150,7 @@ impl Target for SimTarget {
         let started = Instant::now();
         let wall_ns = unix_ns();
         // records are summarized as they finish; the document keeps what --records says
-        let opts = summary_options(plan, &stage.load);
-        let mut collector = Collector::new(opts, plan.output.records, stage.seed);
+        let mut collector = collector(stage, ctl);
         // a saturated capacity step stops as a measured one does (the failing steps above the
         // capacity are the costly ones); Ctrl-C is not watched: a simulation ends in moments
         let out = simulate_until(engine.as_mut(), &cfg, workload, ctl.saturation, &mut |r| collector.push_returning(r));
@@ -187,6 +186,14 @@ impl Target for SimTarget {
     fn is_simulated(&self) -> bool {
         true
     }
+}
+
+/// The collector of `stage`'s records: its plan's summary options and `--records`, and the
+/// whole-run summary where `ctl` asks for it.
+fn collector(stage: &Stage, ctl: &Control) -> Collector {
+    let plan = &stage.plan;
+    let c = Collector::new(summary_options(plan, &stage.load), plan.output.records, stage.seed);
+    if ctl.whole_run { c } else { c.without_whole_run() }
 }
 
 /// What a measured stage produced, before it becomes a [`Run`].
@@ -325,8 +332,7 @@ async fn measure(
         None => None,
     };
     // records are summarized as they finish; the document keeps what --records says
-    let collector =
-        Arc::new(Mutex::new(Collector::new(summary_options(plan, &stage.load), plan.output.records, stage.seed)));
+    let collector = Arc::new(Mutex::new(collector(stage, ctl)));
     let outcome = goodput_client::run_into(ep, cfg, workload, token, guard.clone(), collector.clone()).await;
     forward.abort();
     let server_metrics = match scraper {

@@ -53,7 +53,7 @@ impl RequestMetrics {
             (Some(e), Some(n)) if n > 0 => Some(e / n as f64),
             _ => None,
         };
-        let itl_max = r.event_ms.windows(2).map(|w| w[1] - w[0]).reduce(f64::max);
+        let itl_max = largest_gap(&r.event_ms);
         RequestMetrics {
             ttft: sub(c1, w),
             ttft_sched: c1.map(|c| c - a),
@@ -68,6 +68,25 @@ impl RequestMetrics {
             stream_close: sub(r.end_ms, w),
         }
     }
+}
+
+/// The longest gap between consecutive times, `None` with fewer than two. Four running maxima,
+/// each over every fourth gap: a summary computes this for every request, and one maximum
+/// would wait on the one before it at each gap.
+fn largest_gap(t: &[f64]) -> Option<f64> {
+    let (earlier, later) = (t.get(..t.len().checked_sub(1)?)?, &t[1..]);
+    if earlier.is_empty() {
+        return None;
+    }
+    let (mut a, mut b) = (earlier.chunks_exact(4), later.chunks_exact(4));
+    let mut m = [f64::NEG_INFINITY; 4];
+    for (x, y) in (&mut a).zip(&mut b) {
+        for k in 0..4 {
+            m[k] = m[k].max(y[k] - x[k]);
+        }
+    }
+    let rest = a.remainder().iter().zip(b.remainder()).map(|(x, y)| y - x);
+    Some(rest.chain(m).fold(f64::NEG_INFINITY, f64::max))
 }
 
 /// Token-level inter-token latencies of one request as `(value_ms, weight)` pairs: for each
@@ -105,6 +124,20 @@ mod tests {
             end_ms: Some(95.0),
             output_tokens: Some(5),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_largest_gap_is_the_longest_between_neighbours() {
+        assert_eq!(largest_gap(&[]), None);
+        assert_eq!(largest_gap(&[5.0]), None);
+        assert_eq!(largest_gap(&[5.0, 7.5]), Some(2.5));
+        // every position of the longest gap, past the four lanes and in the remainder
+        for n in 2..12 {
+            for at in 1..n {
+                let t: Vec<f64> = (0..n).map(|i| i as f64 + if i >= at { 9.0 } else { 0.0 }).collect();
+                assert_eq!(largest_gap(&t), Some(10.0), "n {n}, longest gap ending at {at}");
+            }
         }
     }
 

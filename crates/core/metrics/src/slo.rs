@@ -459,7 +459,7 @@ fn percentile_verdicts(
     for (i, p) in slo.predicates.iter().enumerate() {
         let Some(q) = p.percentile else { continue };
         let mut vals = std::mem::take(&mut all[i]);
-        vals.sort_by(f64::total_cmp);
+        vals.sort_unstable_by(f64::total_cmp);
         let n = vals.len() as u64;
         let over = vals.iter().filter(|&&v| v > p.limit_ms).count() as u64;
         let (l, u) = quantile_ranks(n, q, 0.05);

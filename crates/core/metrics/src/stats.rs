@@ -162,7 +162,9 @@ impl Samples {
 
     fn sort(&mut self) {
         if !self.sorted {
-            self.items.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // by value, then weight: one order however the samples came (so the moments, summed
+            // in it, do not depend on arrival order), without a stable sort's cost
+            self.items.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             self.sorted = true;
         }
     }

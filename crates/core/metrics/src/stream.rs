@@ -152,6 +152,8 @@ pub struct Collector {
     /// Output tokens of every record, as the client counted them (for cross-checks against the
     /// server's counters).
     output_tokens: u64,
+    /// [`Collector::finish`] also summarizes the whole run when an edge narrowed the window.
+    whole_run: bool,
 }
 
 impl Collector {
@@ -168,7 +170,15 @@ impl Collector {
             rng: SplitMix(seed ^ 0x5EED_0F2E_C02D_5A17),
             exact_limit: None,
             output_tokens: 0,
+            whole_run: true,
         }
+    }
+
+    /// Skips the summary over the whole run (`finish` then gives `None` for it): for a caller
+    /// that keeps only the windowed summary.
+    pub fn without_whole_run(mut self) -> Self {
+        self.whole_run = false;
+        self
     }
 
     /// The options the summary will be computed with: what is known only once the run has ended
@@ -264,7 +274,8 @@ impl Collector {
             None => {
                 self.records.sort_by_key(|r| r.id);
                 let s = summarize(&self.records, &self.opts);
-                let full = (self.opts.warmup != Edge::None || self.opts.cooldown != Edge::None).then(|| {
+                let edged = self.opts.warmup != Edge::None || self.opts.cooldown != Edge::None;
+                let full = (self.whole_run && edged).then(|| {
                     summarize(
                         &self.records,
                         &SummaryOptions { warmup: Edge::None, cooldown: Edge::None, ..self.opts.clone() },
@@ -455,9 +466,14 @@ mod tests {
         assert!(!c.is_streaming());
         let (s, full, kept, info) = c.finish();
         assert_eq!(s, summarize(&records, &o));
-        assert!(full.is_some());
+        assert_eq!(full, Some(summarize(&records, &SummaryOptions { warmup: Edge::None, ..o.clone() })));
         assert_eq!(kept.len(), 20);
         assert_eq!(info.total, 200);
+        // a caller that keeps only the windowed summary gets the same one, and no whole-run one
+        let mut c = Collector::new(o.clone(), RecordsMode::Sample(20), 9).with_record_cap(20).without_whole_run();
+        collect(&mut c, &records);
+        let (lean, full, ..) = c.finish();
+        assert_eq!((lean, full), (s, None));
     }
 
     #[test]

@@ -326,9 +326,9 @@ pub fn measurement_window(records: &[RequestRecord], opts: &SummaryOptions) -> (
     let last = records.iter().map(end_of).reduce(f64::max).unwrap_or(first);
 
     let mut starts: Vec<f64> = records.iter().map(start_of).collect();
-    starts.sort_by(f64::total_cmp);
+    starts.sort_unstable_by(f64::total_cmp);
     let mut ends: Vec<f64> = records.iter().map(end_of).collect();
-    ends.sort_by(f64::total_cmp);
+    ends.sort_unstable_by(f64::total_cmp);
 
     let start = match opts.warmup {
         Edge::None => first,

@@ -253,8 +253,12 @@ pub fn evaluate(
 ) -> Result<Evaluation, StageError> {
     let rt = tokio::runtime::Builder::new_current_thread().build().map_err(StageError::Runtime)?;
     let mut target = SimTarget { engine, res: res.clone() };
-    let control =
-        |_: &goodput_stage::Stage, saturation| goodput_stage::Control { saturation, ..goodput_stage::Control::quiet() };
+    // the plan keeps each candidate's figures, not its steps' runs: no whole-run summaries
+    let control = |_: &goodput_stage::Stage, saturation| goodput_stage::Control {
+        saturation,
+        whole_run: false,
+        ..goodput_stage::Control::quiet()
+    };
     let found = rt.block_on(search(&mut target, plan, o, control, |_| {}))?;
     Ok(Evaluation::of(found))
 }
