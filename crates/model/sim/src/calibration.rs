@@ -6,7 +6,7 @@
 //! Used by a test (every calibration figure within its band) and by the `calibration` bench,
 //! which prints both sets with their errors.
 
-use goodput_metrics::{SummaryOptions, summarize};
+use goodput_metrics::{Distribution, Summary, SummaryOptions, summarize};
 use goodput_workload::{Arrivals, LengthDist, Load, Workload, WorkloadSpec};
 use serde::Deserialize;
 
@@ -186,28 +186,29 @@ fn predict(r: &Row, sharegpt: &(LengthDist, LengthDist), table: &EfficiencyTable
         SimConfig { seed: 1, ..SimConfig::new(Load::Open { arrivals, max_concurrency: None }).with_requests(requests) };
     let out = simulate(engine.as_mut(), &sim, w);
     let sum = summarize(&out.records, &SummaryOptions::new());
-    let mean = |d: &goodput_metrics::Distribution| d.mean.unwrap_or(f64::NAN);
-    match r.metric.as_str() {
-        "output_tok_s" => sum.output_throughput,
-        "requests_per_s" => sum.request_throughput,
-        "mean_tpot_ms" => mean(&sum.tpot_ms),
-        "mean_itl_ms" => mean(&sum.itl_ms),
-        "mean_ttft_ms" => mean(&sum.ttft_ms),
-        "mean_e2e_s" => mean(&sum.e2e_ms) / 1e3,
-        m => panic!("{}: metric `{m}`", r.id),
-    }
+    (metric(r).2)(&sum)
 }
 
-fn metric_name(r: &Row) -> &'static str {
-    match r.metric.as_str() {
-        "output_tok_s" => "output tok/s",
-        "requests_per_s" => "req/s",
-        "mean_tpot_ms" => "mean TPOT ms",
-        "mean_itl_ms" => "mean ITL ms",
-        "mean_ttft_ms" => "mean TTFT ms",
-        "mean_e2e_s" => "mean E2E s",
-        _ => "?",
-    }
+/// What a row can compare: its key in `data/published.toml`, its words in the table, and its
+/// value in a summary of the simulated run.
+type MetricDef = (&'static str, &'static str, fn(&Summary) -> f64);
+
+const METRICS: [MetricDef; 6] = [
+    ("output_tok_s", "output tok/s", |s| s.output_throughput),
+    ("requests_per_s", "req/s", |s| s.request_throughput),
+    ("mean_tpot_ms", "mean TPOT ms", |s| mean(&s.tpot_ms)),
+    ("mean_itl_ms", "mean ITL ms", |s| mean(&s.itl_ms)),
+    ("mean_ttft_ms", "mean TTFT ms", |s| mean(&s.ttft_ms)),
+    ("mean_e2e_s", "mean E2E s", |s| mean(&s.e2e_ms) / 1e3),
+];
+
+fn mean(d: &Distribution) -> f64 {
+    d.mean.unwrap_or(f64::NAN)
+}
+
+/// The row's metric (a row naming another is a fault in the data file).
+fn metric(r: &Row) -> &'static MetricDef {
+    METRICS.iter().find(|m| m.0 == r.metric).unwrap_or_else(|| panic!("{}: metric `{}`", r.id, r.metric))
 }
 
 /// Runs every figure of `set` (or both), a few seconds of CPU per set in release builds.
@@ -225,7 +226,7 @@ pub fn figures_with(set: Option<Set>, table: &EfficiencyTable, pick: impl Fn(&st
         .map(|r| Figure {
             predicted: predict(&r, &sg, table),
             setup: setup(&r),
-            metric: metric_name(&r),
+            metric: metric(&r).1,
             band: r.band,
             id: r.id,
             set: r.set,
@@ -315,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn every_row_names_a_catalog_model_and_gpu_and_a_known_source() {
+    fn every_row_names_a_catalog_model_and_gpu_a_known_metric_and_source() {
         let c = Catalog::builtin();
         // the source keys of docs/engine.md's table
         let known = [
@@ -337,6 +338,7 @@ mod tests {
         for r in rows() {
             assert!(c.model(&r.model).is_ok() && c.gpu(&r.gpu).is_ok(), "{}", r.id);
             assert!(known.contains(&r.src.as_str()), "{}: {}", r.id, r.src);
+            metric(&r);
         }
     }
 }
