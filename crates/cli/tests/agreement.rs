@@ -139,7 +139,19 @@ fn the_reduced_agreement_matrix() {
         ),
     ];
     for (name, flags) in cases {
-        let seeds = if name == "sessions" { ["5", "6", "7"] } else { ["7", "8", "9"] };
+        // which iterations a burst of equal requests splits over is decided by microseconds, in
+        // the simulator too (its front-end draws): under chunked prefill one run of the sessions
+        // moves its mean TTFT by about ±9% from seed to seed (scripts/bench-front-end.sh), so the
+        // sessions' figures are the means of three seeds of each. The closed loop is bistable:
+        // its bursts move in lockstep (simulated 150-154 ms) until, in about one real-time run in
+        // ten here, a burst splits and stays split for the rest of the run (about 122 ms in 4 of
+        // 49 recorded runs, 133 in one more; twice in one test's three seeds, which failed their
+        // mean). Its figures are the medians of five seeds of each: the lockstep is what is
+        // compared, and a split in most runs still fails. Mean TTFT within 10% (the digital-twin
+        // issue asks 5%: docs/engine.md, Bench against sim, has where it stands), every other
+        // figure within 6%
+        let (seeds, median): (&[&str], bool) =
+            if name == "sessions" { (&["5", "6", "7"], false) } else { (&["7", "8", "9", "10", "11"], true) };
         let go = |cmd: &str, k: usize| {
             let out = dir.join(format!("{name}-{cmd}-{k}.json"));
             let mut a = vec![cmd];
@@ -150,25 +162,24 @@ fn the_reduced_agreement_matrix() {
             assert_eq!(o.status.code(), Some(0), "{a:?}: {}", text(&o.stderr));
             load_valid(&out)
         };
-        // which iterations a burst of equal requests splits over is decided by microseconds, in the
-        // simulator too (its front-end draws): under chunked prefill one run of the sessions moves
-        // its mean TTFT by about ±9% from seed to seed (scripts/bench-front-end.sh), and the
-        // closed loop does too when a busy host delays an iteration (one full-suite run measured
-        // 122 ms against a simulated 152, where runs alone agree within 2%). So three seeds of
-        // each, their means held against each other: mean TTFT within 10% (the digital-twin issue
-        // asks 5%: docs/engine.md, Bench against sim, has where it stands), every other figure
-        // within 6%
-        let runs = 3;
-        let b: Vec<serde_json::Value> = (0..runs).map(|k| go("bench", k)).collect();
-        let s: Vec<serde_json::Value> = (0..runs).map(|k| go("sim", k)).collect();
-        let mean = |docs: &[serde_json::Value], metric: &str, st: &str| {
+        let b: Vec<serde_json::Value> = (0..seeds.len()).map(|k| go("bench", k)).collect();
+        let s: Vec<serde_json::Value> = (0..seeds.len()).map(|k| go("sim", k)).collect();
+        // the seeds' figure: their median or their mean, and each
+        let over_seeds = |docs: &[serde_json::Value], metric: &str, st: &str| {
             let xs: Vec<f64> = docs.iter().map(|d| stat(d, metric, st)).collect();
-            (xs.iter().sum::<f64>() / xs.len() as f64, xs)
+            let mid = if median {
+                let mut sorted = xs.clone();
+                sorted.sort_by(f64::total_cmp);
+                sorted[sorted.len() / 2]
+            } else {
+                xs.iter().sum::<f64>() / xs.len() as f64
+            };
+            (mid, xs)
         };
         for metric in ["ttft_ms", "tpot_ms"] {
             let mean_band = if metric == "ttft_ms" { 0.10 } else { 0.06 };
             for (st, band) in [("mean", mean_band), ("p90", 0.10)] {
-                let ((x, xs), (y, ys)) = (mean(&b, metric, st), mean(&s, metric, st));
+                let ((x, xs), (y, ys)) = (over_seeds(&b, metric, st), over_seeds(&s, metric, st));
                 assert!(
                     (x / y - 1.0).abs() <= band,
                     "{name} {metric} {st}: bench {x:.2} (runs {xs:.2?}) vs sim {y:.2} (runs {ys:.2?}) (over {band})"
