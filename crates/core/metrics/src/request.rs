@@ -74,10 +74,10 @@ impl RequestMetrics {
 /// each over every fourth gap: a summary computes this for every request, and one maximum
 /// would wait on the one before it at each gap.
 fn largest_gap(t: &[f64]) -> Option<f64> {
-    let (earlier, later) = (t.get(..t.len().checked_sub(1)?)?, &t[1..]);
-    if earlier.is_empty() {
+    if t.len() < 2 {
         return None;
     }
+    let (earlier, later) = (&t[..t.len() - 1], &t[1..]);
     let (mut a, mut b) = (earlier.chunks_exact(4), later.chunks_exact(4));
     let mut m = [f64::NEG_INFINITY; 4];
     for (x, y) in (&mut a).zip(&mut b) {

@@ -41,7 +41,8 @@ pub struct CapacityOptions {
     pub start_rate: f64,
     /// Stop bisecting when the bracket is narrower than this share of the rate.
     pub precision: f64,
-    /// Most steps.
+    /// Most search steps. A simulated answer's confirmations come on top: at most one per rate
+    /// that passed, since a failed one withdraws that rate.
     pub max_steps: u32,
     /// Each step sends at least this many seconds of arrivals.
     pub step_s: f64,
