@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -66,8 +67,8 @@ fn api_key_is_sent_but_never_written() {
         .env("MY_SECRET_KEY", "sk-test-123456")
         .args(["bench", "--url", &server.url(), "--requests", "2", "--api-key-env", "MY_SECRET_KEY"])
         .args(["--output-tokens", "2", "--input-tokens", "4", "--out", out.to_str().unwrap(), "-q"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let o = wait_with_deadline(child, Duration::from_secs(20));
@@ -160,17 +161,7 @@ fn ctrl_c_keeps_what_was_measured() {
     let server = rt.block_on(ScriptedServer::start(|_| steady_stream(10.0, 20.0, 200, false)));
     let dir = temp_dir("sigint");
     let out = dir.join("i.json");
-    let child = bin()
-        .args(["bench", "--url", &server.url(), "--requests", "100", "--concurrency", "4", "--grace", "300ms"])
-        .args(["--output-tokens", "200", "--input-tokens", "8", "--out", out.to_str().unwrap(), "-q"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let st = std::process::Command::new("sh").args(["-c", &format!("kill -INT {}", child.id())]).status().unwrap();
-    assert!(st.success());
-    let o = wait_with_deadline(child, Duration::from_secs(10));
+    let o = bench_interrupted(&server.url(), &out, "INT");
     assert_eq!(o.status.code(), Some(130), "stderr: {}", text(&o.stderr));
     let doc = load_valid(&out);
     assert_eq!(doc["interrupted"], true);

@@ -124,13 +124,9 @@ fn records_finishing_together_are_all_logged_within_100_ms() {
     let dir = temp_dir("truth-jsonl");
     let out = dir.join("r.json");
     let jsonl = dir.join("r.requests.jsonl");
-    let child = bin()
-        .args(["bench", "--url", &server.url(), "--requests", "8", "--concurrency", "4"])
-        .args(["--input-tokens", "8", "--output-tokens", "10", "--out", out.to_str().unwrap(), "-q"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let url = server.url();
+    let load = ["--requests", "8", "--concurrency", "4", "--input-tokens", "8", "--output-tokens", "10"];
+    let child = spawn(&[&["bench", "--url", &url][..], &load, &["--out", out.to_str().unwrap(), "-q"]].concat());
     let started = Instant::now();
     // when the log first held k lines, for k = 1..=8 (polled every 2 ms)
     let mut appeared: Vec<Instant> = Vec::new();
@@ -168,17 +164,7 @@ fn sigterm_keeps_what_was_measured_and_exits_143() {
     }));
     let dir = temp_dir("truth-sigterm");
     let out = dir.join("t.json");
-    let child = bin()
-        .args(["bench", "--url", &server.url(), "--requests", "100", "--concurrency", "4", "--grace", "300ms"])
-        .args(["--output-tokens", "200", "--input-tokens", "8", "--out", out.to_str().unwrap(), "-q"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(st.success());
-    let o = wait_with_deadline(child, Duration::from_secs(10));
+    let o = bench_interrupted(&server.url(), &out, "TERM");
     assert_eq!(o.status.code(), Some(143), "stderr: {}", text(&o.stderr));
     assert!(text(&o.stderr).contains("SIGTERM"), "{}", text(&o.stderr));
     let doc = load_valid(&out);

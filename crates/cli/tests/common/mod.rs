@@ -46,10 +46,43 @@ pub fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
     }
 }
 
+/// Starts `goodput ARGS`, its output piped.
+pub fn spawn(args: &[&str]) -> Child {
+    bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
 /// Runs `goodput ARGS` to completion within `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
-    let child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    wait_with_deadline(child, limit)
+    wait_with_deadline(spawn(args), limit)
+}
+
+/// Runs `bench` against `url` with four users on slow streams (100 requests of 200 tokens, a
+/// 300 ms grace), sends it `kill -SIGNAL` (`INT`, `TERM`) 1.5 s in, and waits up to 10 s for it
+/// to end: the run an interrupted user meets.
+#[cfg(unix)]
+pub fn bench_interrupted(url: &str, out: &Path, signal: &str) -> Output {
+    let child = spawn(&[
+        "bench",
+        "--url",
+        url,
+        "--requests",
+        "100",
+        "--concurrency",
+        "4",
+        "--grace",
+        "300ms",
+        "--output-tokens",
+        "200",
+        "--input-tokens",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    wait_with_deadline(child, Duration::from_secs(10))
 }
 
 pub fn schema() -> serde_json::Value {
