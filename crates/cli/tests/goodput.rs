@@ -266,7 +266,8 @@ fn a_reported_capacity_holds_for_ten_minutes_over_random_plans() {
 fn capacity_on_the_embedded_engine() {
     // one-second real-time steps beside this binary's long simulations: recorded runs found
     // 55-440 req/s (a busy host's steps turn "growing" early), so the search starts at 20 req/s
-    // (the fewest a 1 s step allows: 20 arrivals), well below the lowest, that the first holds
+    // (the fewest a 1 s step allows: 20 arrivals), well below the lowest, so that its first step
+    // holds
     let (d, _) = run_ok(
         "capemb",
         &[

@@ -125,8 +125,22 @@ fn records_finishing_together_are_all_logged_within_100_ms() {
     let out = dir.join("r.json");
     let jsonl = dir.join("r.requests.jsonl");
     let url = server.url();
-    let load = ["--requests", "8", "--concurrency", "4", "--input-tokens", "8", "--output-tokens", "10"];
-    let child = spawn(&[&["bench", "--url", &url][..], &load, &["--out", out.to_str().unwrap(), "-q"]].concat());
+    let child = spawn(&[
+        "bench",
+        "--url",
+        &url,
+        "--requests",
+        "8",
+        "--concurrency",
+        "4",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
     let started = Instant::now();
     // when the log first held k lines, for k = 1..=8 (polled every 2 ms)
     let mut appeared: Vec<Instant> = Vec::new();
