@@ -188,6 +188,10 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    // a file written over an earlier one keeps that one's permissions
+    if let Ok(m) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&tmp, m.permissions());
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 

@@ -38,9 +38,12 @@ impl Target for UrlTarget {
             timeouts.connect,
             self.ca_pem.as_deref(),
         )?;
-        let target = RunTarget::Url { url: self.url.clone(), model: Some(self.model.clone()) };
+        // a key in the URL's query (`?api-key=…`) is not written into the result document
+        let known: Vec<&str> = self.api_key.as_deref().into_iter().collect();
+        let url = goodput_metrics::redact::redact(&self.url, &known).into_owned();
+        let target = RunTarget::Url { url, model: Some(self.model.clone()) };
         let scrape = stage.plan.scrape.as_ref().map(|s| {
-            let own = format!("{}/metrics", self.url.trim_end_matches('/'));
+            let own = goodput_client::http::metrics_url(&self.url).unwrap_or_else(|_| format!("{}/metrics", self.url));
             let url = s.url.clone().unwrap_or(own);
             // the API key goes only to the target's own host
             let base = |u: &str| goodput_client::scrape::split_url(u).ok().map(|(b, _)| b);

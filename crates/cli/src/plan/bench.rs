@@ -135,6 +135,10 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         None => None,
     };
     let output = output_plan(&a.output)?;
+    // the JSONL log beside --out is written as records finish: an existing one must be writable
+    if let Some(log) = jsonl_path(&output).filter(|p| p.is_file()) {
+        writable("--out", &log)?;
+    }
     distinct_files(&load, &a.workload, &output)?;
     let scrape = scrape_plan(a, &target)?;
     let plan = RunPlan {

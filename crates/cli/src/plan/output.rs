@@ -40,7 +40,7 @@ pub fn writable(flag: &str, path: &Path) -> Result<(), UsageError> {
     }
     match (std::fs::symlink_metadata(path), std::fs::metadata(path)) {
         (Err(_), _) => {}
-        (Ok(_), Ok(m)) if m.is_file() => {}
+        (Ok(_), Ok(m)) if m.is_file() => read_only(flag, path, &m)?,
         (Ok(_), Ok(m)) if m.is_dir() => {
             return Err(usage(flag, format!("{} is a directory; give a file name", path.display())));
         }
@@ -56,6 +56,30 @@ pub fn writable(flag: &str, path: &Path) -> Result<(), UsageError> {
         .map_err(|e| usage(flag, format!("cannot write in {}: {e}", dir.display())))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+/// An existing file that may not be written is refused, not replaced: its mode has no write
+/// permission (which even root, who may write anything, is refused on), or this user cannot
+/// open it for writing. Opening it (without truncating) changes nothing.
+fn read_only(flag: &str, path: &Path, m: &std::fs::Metadata) -> Result<(), UsageError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = m.permissions().mode() & 0o7777;
+    let refuse = |why: String| {
+        Err(usage(
+            flag,
+            format!(
+                "{} is read-only ({why}): goodput would replace it; make it writable (chmod u+w) or give another file",
+                path.display()
+            ),
+        ))
+    };
+    if mode & 0o222 == 0 {
+        return refuse(format!("mode {mode:04o}"));
+    }
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => refuse(format!("mode {mode:04o}, {e}")),
+        _ => Ok(()),
+    }
 }
 
 /// Whether two paths name one file (compared as absolute paths).

@@ -7,8 +7,10 @@
 pub mod confidence;
 pub mod error;
 pub mod events;
+pub mod plausible;
 pub mod record;
 pub mod records;
+pub mod redact;
 pub mod request;
 pub mod selfcheck;
 pub mod sends;

@@ -55,6 +55,10 @@ pub enum ErrorClass {
     /// The client itself ran out of a resource (file descriptors: EMFILE, ENFILE): not the
     /// server's failure, and the run is `client_bound`.
     ClientLimit,
+    /// The stream carried far more than the `max_tokens` it asked for
+    /// ([`crate::plausible::runaway_limit`]): the server ignores the limit, and the request was
+    /// stopped (its record keeps what arrived up to the bound).
+    RunawayStream,
 }
 
 impl ErrorClass {
@@ -76,6 +80,7 @@ impl ErrorClass {
             ErrorClass::ContentType => "content_type",
             ErrorClass::EventTooLarge => "event_too_large",
             ErrorClass::ClientLimit => "client_limit",
+            ErrorClass::RunawayStream => "runaway_stream",
         }
     }
 }
@@ -206,8 +211,36 @@ pub struct RequestRecord {
     pub output_tokens_client: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens_server: Option<u64>,
+    /// Counts in the server's `usage` that were not believed (`docs/metrics.md`, "Server counts
+    /// that are not believed"): the client's own count stands in for each, and
+    /// `*_tokens_server` keeps the server's figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distrusted_counts: Vec<crate::plausible::DistrustedCount>,
     /// The output length the workload asked for (`max_tokens`).
     pub requested_output_tokens: Option<u64>,
+    /// A reasoning model's stream (`docs/metrics.md`, "Reasoning models"): the content events
+    /// before the first one that carried answer text (the reasoning phase; all of them when the
+    /// stream never answered). `None` when the stream carried no reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_events: Option<u32>,
+    /// Reasoning tokens (the server's `completion_tokens_details.reasoning_tokens`, else our
+    /// count of the reasoning text), their provenance, and both counts when both exist. Part of
+    /// `output_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_source: Option<TokenSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_client: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_server: Option<u64>,
+    /// The reasoning the workload asked the engine model for (embedded engine and simulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_reasoning_tokens: Option<u64>,
+    /// `--reasoning-parser think-tags`: a `<think>` was never closed, so the whole output is
+    /// reasoning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub think_unclosed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// The id the server gave the response (to correlate with its logs).
@@ -241,6 +274,26 @@ impl RequestRecord {
         }
     }
 
+    /// `s₀`: when the request was first sent (its first attempt's send under `--retries`,
+    /// else `s`). The client's lateness (schedule lag, worker gap) counts to here: what follows,
+    /// failed attempts and the waits the server asked for, is the server's time.
+    pub fn first_sent_ms(&self) -> Option<f64> {
+        self.attempts.first().map(|a| a.sent_ms).or(self.sent_ms)
+    }
+
+    /// Time spent waiting between attempts for the server's `Retry-After` (or the backoff that
+    /// stands in for it): Σ over the failed attempts of the next send minus its failure, in ms.
+    /// 0 without retries.
+    pub fn retry_wait_ms(&self) -> f64 {
+        let nexts = self.attempts.iter().skip(1).map(|a| Some(a.sent_ms)).chain(std::iter::once(self.sent_ms));
+        // a fold from +0 (an empty f64 sum is −0)
+        self.attempts
+            .iter()
+            .zip(nexts)
+            .map(|(a, next)| next.map_or(0.0, |n| (n - a.end_ms).max(0.0)))
+            .fold(0.0, |x, y| x + y)
+    }
+
     /// Where the service-view latencies (TTFT, E2E, stream close) start: `s'`, else `s`.
     pub fn service_start_ms(&self) -> Option<f64> {
         self.written_ms.or(self.sent_ms)
@@ -255,6 +308,15 @@ impl RequestRecord {
         self.event_ms.first().copied()
     }
 
+    /// The first answer event's time: `c(R+1)` after `R` reasoning events, `c1` without reasoning;
+    /// `None` when the stream never answered.
+    pub fn first_answer_ms(&self) -> Option<f64> {
+        match self.reasoning_events {
+            Some(r) => self.event_ms.get(r as usize).copied(),
+            None => self.first_event_ms(),
+        }
+    }
+
     /// Last content event time `cK`.
     pub fn last_event_ms(&self) -> Option<f64> {
         self.event_ms.last().copied()
@@ -264,6 +326,26 @@ impl RequestRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_waits_computed_by_hand() {
+        let failed = |sent, end| Attempt {
+            sent_ms: sent,
+            end_ms: end,
+            error: RequestError { class: ErrorClass::HttpStatus, message: String::new(), status: Some(429) },
+        };
+        // sent at 100, 429 at 102, waited 1000 ms; 429 at 1104, waited 1000 ms; sent at 2104
+        let r = RequestRecord {
+            scheduled_ms: 99.0,
+            sent_ms: Some(2104.0),
+            attempts: vec![failed(100.0, 102.0), failed(1102.0, 1104.0)],
+            ..Default::default()
+        };
+        assert_eq!(r.first_sent_ms(), Some(100.0));
+        assert_eq!(r.retry_wait_ms(), 2000.0);
+        let plain = RequestRecord { sent_ms: Some(5.0), ..Default::default() };
+        assert_eq!((plain.first_sent_ms(), plain.retry_wait_ms()), (Some(5.0), 0.0));
+    }
 
     #[test]
     fn shift_moves_every_time_of_a_record_and_of_its_attempts() {
@@ -287,6 +369,9 @@ mod tests {
         assert_eq!((r.sent_ms, r.written_ms, r.headers_ms, r.end_ms), (Some(12.0), Some(12.5), Some(13.0), Some(16.0)));
         assert_eq!(r.event_ms, vec![14.0, 15.0]);
         assert_eq!((r.attempts[0].sent_ms, r.attempts[0].end_ms), (10.5, 10.75));
+        // first sent at 10.5, waited 12 − 10.75 for the retry
+        assert_eq!(r.first_sent_ms(), Some(10.5));
+        assert_eq!(r.retry_wait_ms(), 1.25);
         // an unknown time stays unknown
         let mut never = RequestRecord { scheduled_ms: 1.0, ..Default::default() };
         never.shift(10.0);

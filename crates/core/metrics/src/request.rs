@@ -13,10 +13,13 @@ pub struct RequestMetrics {
     pub ttft: Option<f64>,
     /// `c1 − a`
     pub ttft_sched: Option<f64>,
-    /// `s − a`
+    /// `s₀ − a` (`s₀`: the first attempt's send)
     pub client_queue: Option<f64>,
-    /// `s − a − cap_wait`: how late the load generator itself was.
+    /// `s₀ − a − cap_wait`: how late the load generator itself was.
     pub schedule_lag: Option<f64>,
+    /// Waits between attempts for the server's `Retry-After` or the backoff (`--retries`):
+    /// `Some` only for a request that was retried.
+    pub retry_wait: Option<f64>,
     /// `cK − s'`
     pub e2e: Option<f64>,
     /// `cK − a`
@@ -31,12 +34,21 @@ pub struct RequestMetrics {
     pub itl_max: Option<f64>,
     /// `end − s'`: until the stream closed (reported apart from E2E).
     pub stream_close: Option<f64>,
+    /// Time to the first answer (output) token: `c(R+1) − s'` after `R` reasoning events (TTFT
+    /// without reasoning); undefined when the stream never answered.
+    pub ttfo: Option<f64>,
+    /// A reasoning stream's TPOT of each phase: `(c_R − c_1) / (Σ_{k≤R} m_k − 1)` and
+    /// `(c_K − c_(R+1)) / (Σ_{k>R} m_k − 1)`, undefined with fewer than two tokens in the phase;
+    /// without reasoning, no reasoning TPOT and the answer's is TPOT.
+    pub tpot_reasoning: Option<f64>,
+    pub tpot_answer: Option<f64>,
 }
 
 impl RequestMetrics {
     pub fn of(r: &RequestRecord) -> Self {
         let a = r.scheduled_ms;
-        let s = r.sent_ms;
+        // the client's lateness ends at the first send; retries after it are the server's
+        let s0 = r.first_sent_ms();
         // service-view latencies start when the request's bytes left (`s'`, else `s`)
         let w = r.service_start_ms();
         let c1 = r.first_event_ms();
@@ -54,11 +66,17 @@ impl RequestMetrics {
             _ => None,
         };
         let itl_max = largest_gap(&r.event_ms);
+        let (tpot_reasoning, tpot_answer) = match r.reasoning_events {
+            Some(k) => (phase_tpot(r, 0, k as usize), phase_tpot(r, k as usize, r.event_ms.len())),
+            // without reasoning the whole output is the answer
+            None => (None, tpot),
+        };
         RequestMetrics {
             ttft: sub(c1, w),
             ttft_sched: c1.map(|c| c - a),
-            client_queue: s.map(|s| s - a),
-            schedule_lag: s.map(|s| s - a - r.cap_wait_ms),
+            client_queue: s0.map(|s| s - a),
+            schedule_lag: s0.map(|s| s - a - r.cap_wait_ms),
+            retry_wait: (!r.attempts.is_empty()).then(|| r.retry_wait_ms()),
             e2e,
             e2e_sched: ck.map(|c| c - a),
             decode,
@@ -66,6 +84,9 @@ impl RequestMetrics {
             normalized,
             itl_max,
             stream_close: sub(r.end_ms, w),
+            ttfo: sub(r.first_answer_ms(), w),
+            tpot_reasoning,
+            tpot_answer,
         }
     }
 }
@@ -103,6 +124,34 @@ pub fn itl_samples(r: &RequestRecord) -> impl Iterator<Item = (f64, u64)> + '_ {
         prev = Some(t);
         out
     })
+}
+
+/// TPOT over events `lo..hi` (0-based): their time span over their tokens less one.
+fn phase_tpot(r: &RequestRecord, lo: usize, hi: usize) -> Option<f64> {
+    let hi = hi.min(r.event_ms.len());
+    if hi <= lo {
+        return None;
+    }
+    let tokens: u64 = (lo..hi).map(|k| r.event_tokens.get(k).copied().unwrap_or(1) as u64).sum();
+    (tokens > 1).then(|| (r.event_ms[hi - 1] - r.event_ms[lo]) / (tokens - 1) as f64)
+}
+
+/// Token-level ITL samples of the events `lo..hi` alone (0-based; gaps between two of them):
+/// a reasoning stream's phases (`itl_samples` over its reasoning or its answer events).
+pub fn itl_samples_between(r: &RequestRecord, lo: usize, hi: usize) -> impl Iterator<Item = (f64, u64)> + '_ {
+    let hi = hi.min(r.event_ms.len());
+    let lo = lo.min(hi);
+    let mut prev: Option<f64> = None;
+    r.event_ms[lo..hi].iter().zip(r.event_tokens.iter().skip(lo).copied().chain(std::iter::repeat(1))).filter_map(
+        move |(&t, m)| {
+            if m == 0 {
+                return None;
+            }
+            let out = prev.map(|p| ((t - p) / m as f64, m as u64));
+            prev = Some(t);
+            out
+        },
+    )
 }
 
 /// Raw gaps between consecutive content events (what vLLM reports as ITL).
@@ -210,6 +259,64 @@ mod tests {
         assert_eq!(m.ttft, Some(30.0));
         assert_eq!(m.decode, Some(0.0));
         assert_eq!(m.itl_max, None);
+    }
+
+    #[test]
+    fn a_reasoning_streams_phases_by_hand() {
+        // s' = 2; 3 reasoning events at 52, 62, 72 (1 token each), then the answer at 92, 97
+        // (2 tokens), 107
+        let r = RequestRecord {
+            sent_ms: Some(2.0),
+            event_ms: vec![52.0, 62.0, 72.0, 92.0, 97.0, 107.0],
+            event_tokens: vec![1, 1, 1, 1, 2, 1],
+            output_tokens: Some(7),
+            reasoning_events: Some(3),
+            ..Default::default()
+        };
+        let m = RequestMetrics::of(&r);
+        assert_eq!(m.ttft, Some(50.0));
+        assert_eq!(m.ttfo, Some(90.0)); // 92 − 2
+        assert_eq!(m.tpot_reasoning, Some(10.0)); // (72 − 52) / (3 − 1)
+        assert_eq!(m.tpot_answer, Some(5.0)); // (107 − 92) / (4 − 1)
+        assert_eq!(m.tpot, Some(55.0 / 6.0)); // (107 − 52) / (7 − 1)
+        // phase ITLs: gaps inside each phase only (the 97 event's 5 ms over its 2 tokens)
+        assert_eq!(itl_samples_between(&r, 0, 3).collect::<Vec<_>>(), vec![(10.0, 1), (10.0, 1)]);
+        assert_eq!(itl_samples_between(&r, 3, 6).collect::<Vec<_>>(), vec![(2.5, 2), (10.0, 1)]);
+        // never answered: no TTFO; no reasoning: TTFO is TTFT
+        let unanswered = RequestRecord { reasoning_events: Some(6), ..r.clone() };
+        assert_eq!((RequestMetrics::of(&unanswered).ttfo, RequestMetrics::of(&unanswered).tpot_answer), (None, None));
+        let plain = RequestRecord { reasoning_events: None, ..r };
+        let p = RequestMetrics::of(&plain);
+        assert_eq!((p.ttfo, p.tpot_reasoning, p.tpot_answer), (Some(50.0), None, p.tpot));
+    }
+
+    #[test]
+    fn retries_are_not_lag() {
+        // scheduled at 10, first sent at 10.5, a 429 at 12, resent after Retry-After: 1 at 1012
+        let r = RequestRecord {
+            scheduled_ms: 10.0,
+            sent_ms: Some(1012.0),
+            event_ms: vec![1062.0],
+            event_tokens: vec![1],
+            output_tokens: Some(1),
+            attempts: vec![crate::record::Attempt {
+                sent_ms: 10.5,
+                end_ms: 12.0,
+                error: crate::record::RequestError {
+                    class: crate::record::ErrorClass::HttpStatus,
+                    message: String::new(),
+                    status: Some(429),
+                },
+            }],
+            reconnects: 1,
+            ..Default::default()
+        };
+        let m = RequestMetrics::of(&r);
+        assert_eq!((m.schedule_lag, m.client_queue), (Some(0.5), Some(0.5)));
+        assert_eq!(m.retry_wait, Some(1000.0));
+        // the service view is the measured attempt's; the user's view holds the whole wait
+        assert_eq!((m.ttft, m.ttft_sched), (Some(50.0), Some(1052.0)));
+        assert_eq!(RequestMetrics::of(&rec()).retry_wait, None);
     }
 
     #[test]

@@ -58,11 +58,26 @@ pub struct Sends {
     /// The retries by what the attempt before each failed with: the error class, with the
     /// status for HTTP errors (`http_429`, `http_503`, `connect`, …).
     pub retries_by_class: BTreeMap<String, u64>,
+    /// Requests retried at least once (`--retries`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried: u64,
+    /// Σ over all records of the time spent waiting between attempts for the server's
+    /// `Retry-After` or the backoff (ms): the server's time, not the client's.
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub retry_wait_ms: f64,
     /// Resends after a reused connection turned out to have been given up by the server.
     pub stale_resends: u64,
     /// How those were shown not to have reached the server, and keep-alive (measured runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<ConnectionReuse>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_f(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The key an attempt's failure is counted under in [`Sends::retries_by_class`].
@@ -83,9 +98,26 @@ impl Sends {
         self.retries += u64::from(r.reconnects);
         self.stale_resends += u64::from(r.stale_resends);
         self.posts += u64::from(r.posts.unwrap_or(1 + r.reconnects));
+        if !r.attempts.is_empty() {
+            self.retried += 1;
+            self.retry_wait_ms += r.retry_wait_ms();
+        }
         for a in &r.attempts {
             *self.retries_by_class.entry(retry_class(&a.error)).or_default() += 1;
         }
+    }
+
+    /// The verdict line's note when `--retries` shaped the run: how many requests waited, and
+    /// how long, on the server's instructions (the server's time, not the client's).
+    pub fn retry_note(&self) -> Option<String> {
+        (self.retried > 0).then(|| {
+            format!(
+                "retries shaped the run: {} requests waited {:.2} s in all for the server's Retry-After or backoff \
+                 (the server's time: not in the worker gap, the schedule lag or this verdict)",
+                self.retried,
+                self.retry_wait_ms / 1000.0
+            )
+        })
     }
 
     /// One line for the console and the report: the POSTs by cause.
@@ -93,7 +125,16 @@ impl Sends {
         let mut causes = Vec::new();
         if self.retries > 0 {
             let by: Vec<String> = self.retries_by_class.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            causes.push(format!("{} retries ({})", self.retries, by.join(", ")));
+            let waited = if self.retried > 0 {
+                format!(
+                    "; {} requests waited {:.2} s in all for the server's Retry-After or backoff",
+                    self.retried,
+                    self.retry_wait_ms / 1000.0
+                )
+            } else {
+                String::new()
+            };
+            causes.push(format!("{} retries ({}{waited})", self.retries, by.join(", ")));
         }
         if self.stale_resends > 0 {
             let how = self.connections.map_or(String::new(), |c| {
@@ -164,12 +205,15 @@ mod tests {
         s.add(&RequestRecord { id: 3, ..Default::default() });
         // POSTs that reached the server: 1 + 3 + 1 (the refused connect and the stale one did not)
         assert_eq!((s.requests, s.posts, s.retries, s.stale_resends), (3, 5, 3, 1));
+        // request 1 resent at 1 ms after failures at 0; request 2 at 2 ms after one at 0
+        assert_eq!((s.retried, s.retry_wait_ms), (2, 3.0));
         assert_eq!(s.retries_by_class, BTreeMap::from([("connect".into(), 1), ("http_429".into(), 2)]));
         s.connections = Some(ConnectionReuse { reset: 1, keep_alive_off_ms: Some(1500.0), ..Default::default() });
         assert_eq!(
             s.describe(),
-            "5 POSTs reached the server for 3 requests · 3 retries (connect 1, http_429 2) · 1 sent again after a \
-             connection the server had given up, shown not to have reached it: 1 reset by the server's kernel · \
+            "5 POSTs reached the server for 3 requests · 3 retries (connect 1, http_429 2; 2 requests waited 0.00 s \
+             in all for the server's Retry-After or backoff) · 1 sent again after a connection the server had \
+             given up, shown not to have reached it: 1 reset by the server's kernel · \
              keep-alive off from 1.50 s (the server closes connections after its responses)"
         );
         // a record no client counted (simulated, older): one POST and its retries

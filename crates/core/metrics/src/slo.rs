@@ -26,6 +26,10 @@ pub enum Metric {
     ItlMax,
     E2e,
     E2eSched,
+    /// Time to the first answer token (TTFT without reasoning).
+    Ttfo,
+    /// A reasoning stream's answer-phase TPOT (TPOT without reasoning).
+    TpotAnswer,
 }
 
 impl Metric {
@@ -37,6 +41,8 @@ impl Metric {
             Metric::ItlMax => "itl_max",
             Metric::E2e => "e2e",
             Metric::E2eSched => "e2e_sched",
+            Metric::Ttfo => "ttfo",
+            Metric::TpotAnswer => "tpot_answer",
         }
     }
 
@@ -48,6 +54,8 @@ impl Metric {
             "itl_max" | "max_itl" => Metric::ItlMax,
             "e2e" => Metric::E2e,
             "e2e_sched" => Metric::E2eSched,
+            "ttfo" => Metric::Ttfo,
+            "tpot_answer" => Metric::TpotAnswer,
             _ => return None,
         })
     }
@@ -61,6 +69,8 @@ impl Metric {
             Metric::ItlMax => m.itl_max,
             Metric::E2e => m.e2e,
             Metric::E2eSched => m.e2e_sched,
+            Metric::Ttfo => m.ttfo,
+            Metric::TpotAnswer => m.tpot_answer,
         }
     }
 }
@@ -111,7 +121,7 @@ impl FromStr for Predicate {
 
 impl Predicate {
     fn parse_text(s: &str) -> Result<Self, String> {
-        let expect = "expected METRIC<=LIMIT or pNN(METRIC)<=LIMIT with METRIC one of ttft, ttft_sched, tpot, itl_max, e2e, e2e_sched (e.g. ttft<=200ms, p99(tpot)<=40ms)";
+        let expect = "expected METRIC<=LIMIT or pNN(METRIC)<=LIMIT with METRIC one of ttft, ttft_sched, tpot, itl_max, e2e, e2e_sched, ttfo, tpot_answer (e.g. ttft<=200ms, p99(tpot)<=40ms)";
         let s = s.trim();
         let (lhs, rhs) = s.split_once("<=").or_else(|| s.split_once('<')).ok_or_else(|| format!("`{s}`: {expect}"))?;
         let limit_ms =

@@ -77,7 +77,7 @@ impl Acc {
     }
 
     fn add(&mut self, r: &RequestRecord) {
-        let start = r.sent_ms.unwrap_or(r.scheduled_ms);
+        let start = r.first_sent_ms().unwrap_or(r.scheduled_ms);
         let end = r.end_ms.or(r.last_event_ms()).unwrap_or(start);
         self.first = Some(self.first.map_or(start, |f| f.min(start)));
         self.last = Some(self.last.map_or(end, |l| l.max(end)));
@@ -90,7 +90,7 @@ impl Acc {
             s.cancelled += u64::from(is_cancelled(r));
         } else {
             s.attempted += 1;
-            if let Some(t) = r.sent_ms {
+            if let Some(t) = r.first_sent_ms() {
                 self.sends += 1;
                 for (k, v) in [r.scheduled_ms, t, t - r.cap_wait_ms].into_iter().enumerate() {
                     self.spans[k] = (self.spans[k].0.min(v), self.spans[k].1.max(v));

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{ErrorClass, RequestRecord};
-use crate::request::{RequestMetrics, chunk_gaps, itl_samples};
+use crate::request::{RequestMetrics, chunk_gaps, itl_samples, itl_samples_between};
 use crate::selfcheck::{AfterDone, Bookkeeping, RUNTIME_LAG_LIMIT_MS, RuntimeLag};
 use crate::slo::{Slo, SloSummary, Smoothing};
 use crate::stats::{Distribution, PercentileMethod, Samples};
@@ -109,6 +109,9 @@ pub struct TokenCounts {
     pub output: CountCheck,
     /// Successful requests whose output length differs from the requested `max_tokens`.
     pub output_len_mismatch: u64,
+    /// Server counts that were not believed, by field and rule (the client's counts were used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distrusted: Vec<crate::plausible::DistrustTally>,
 }
 
 /// What a warning is about (serialized as its snake_case name).
@@ -146,6 +149,12 @@ pub enum WarningCode {
     ShardsMissing,
     /// A digital twin predicted beyond the loads and lengths it was fitted on (`--twin`).
     Extrapolated,
+    /// The server's `usage` broke a plausibility rule: its counts were not believed.
+    ImplausibleServerCounts,
+    /// A `<think>` was opened and never closed (`--reasoning-parser think-tags`).
+    ThinkUnclosed,
+    /// Reasoning token counts differ from the server's by more than 5%.
+    ReasoningTokenCountMismatch,
 }
 
 impl WarningCode {
@@ -166,6 +175,9 @@ impl WarningCode {
             WarningCode::StreamsLeftOpen => "streams_left_open",
             WarningCode::ShardStartSpread => "shard_start_spread",
             WarningCode::ShardsMissing => "shards_missing",
+            WarningCode::ImplausibleServerCounts => "implausible_server_counts",
+            WarningCode::ThinkUnclosed => "think_unclosed",
+            WarningCode::ReasoningTokenCountMismatch => "reasoning_token_count_mismatch",
         }
     }
 }
@@ -191,6 +203,11 @@ pub struct LoadCheck {
     pub mean_in_flight: Option<f64>,
     /// Time-weighted mean of users in their think time over the same span.
     pub mean_thinking: Option<f64>,
+    /// Time-weighted mean of users whose request was between its first send and its last
+    /// attempt's send (`--retries`: failed attempts and the waits the server asked for), over the
+    /// same span; absent without retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_retrying: Option<f64>,
     /// Share of the users' time spent between one reply's end (plus think time) and the next
     /// send: the load the client failed to apply.
     pub gap_share: f64,
@@ -205,9 +222,9 @@ pub const GAP_SHARE_LIMIT: f64 = 0.05;
 pub const BUSY_USERS_MIN: f64 = 0.9;
 
 impl LoadCheck {
-    /// Users in flight or thinking, time-weighted: those the client did not hold back.
+    /// Users in flight, thinking or retrying, time-weighted: those the client did not hold back.
     pub fn busy_users(&self) -> Option<f64> {
-        Some(self.mean_in_flight? + self.mean_thinking.unwrap_or(0.0))
+        Some(self.mean_in_flight? + self.mean_thinking.unwrap_or(0.0) + self.mean_retrying.unwrap_or(0.0))
     }
 
     /// The client held the users back: too much of their time in worker gaps, or too few of
@@ -216,6 +233,34 @@ impl LoadCheck {
         let idle = self.busy_users().is_some_and(|b| b < BUSY_USERS_MIN * self.users as f64);
         self.gap_share > GAP_SHARE_LIMIT || idle
     }
+}
+
+/// A run whose requests reasoned (`docs/metrics.md`, "Reasoning models"): the answer's latency,
+/// each phase's pace, and the thinking's tokens.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningSummary {
+    /// Successful measured requests that reasoned.
+    pub requests: u64,
+    /// Of those, the ones that never answered (the output was all reasoning).
+    pub unanswered: u64,
+    /// Of those, the ones whose `<think>` was never closed (`--reasoning-parser think-tags`).
+    #[serde(default)]
+    pub think_unclosed: u64,
+    /// Σ reasoning tokens and Σ answer tokens (output less reasoning) of the successful
+    /// measured requests.
+    pub reasoning_tokens: u64,
+    pub answer_tokens: u64,
+    /// Time to the first answer token, every successful request (TTFT where one did not reason).
+    pub ttfo_ms: Distribution,
+    pub tpot_reasoning_ms: Distribution,
+    pub tpot_answer_ms: Distribution,
+    /// Token-level ITL inside each phase.
+    pub itl_reasoning_ms: Distribution,
+    pub itl_answer_ms: Distribution,
+    /// Reasoning tokens per request that reasoned.
+    pub reasoning_tokens_per_request: Distribution,
+    /// Our count of the reasoning text against the server's `reasoning_tokens`.
+    pub token_check: CountCheck,
 }
 
 /// Whether the load generator kept up with its schedule.
@@ -275,6 +320,11 @@ pub struct Summary {
     pub client_queue_ms: Distribution,
     /// `s − a − cap_wait`: the load generator's own lateness.
     pub schedule_lag_ms: Distribution,
+    /// Requests retried (`--retries`), measured set: per request, the time spent waiting between
+    /// attempts for the server's `Retry-After` or the backoff. The server's time, kept out of
+    /// the schedule lag, the worker gap and the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_wait_ms: Option<Distribution>,
     /// Closed loops: per user, from one reply's end (plus think time) to the user's next send.
     #[serde(default)]
     pub worker_gap_ms: Distribution,
@@ -295,6 +345,9 @@ pub struct Summary {
     /// resends), over all records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sends: Option<crate::sends::Sends>,
+    /// Reasoning models: present when some request reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningSummary>,
     /// Multi-turn sessions: TTFT of first turns and of later turns (which resend the conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_first_turn_ms: Option<Distribution>,
@@ -320,7 +373,8 @@ fn is_zero(n: &u64) -> bool {
 
 /// Which records are measured, and the window they are measured over.
 pub fn measurement_window(records: &[RequestRecord], opts: &SummaryOptions) -> (Window, Vec<bool>) {
-    let start_of = |r: &RequestRecord| r.sent_ms.unwrap_or(r.scheduled_ms);
+    // a request starts when it was first sent (its retries are part of it)
+    let start_of = |r: &RequestRecord| r.first_sent_ms().unwrap_or(r.scheduled_ms);
     let end_of = |r: &RequestRecord| r.end_ms.or(r.last_event_ms()).unwrap_or_else(|| start_of(r));
     let first = records.iter().map(start_of).reduce(f64::min).unwrap_or(0.0);
     let last = records.iter().map(end_of).reduce(f64::max).unwrap_or(first);
@@ -374,7 +428,7 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
             continue;
         }
         s.attempted += 1;
-        if let Some(t) = r.sent_ms {
+        if let Some(t) = r.first_sent_ms() {
             sends.push((r.scheduled_ms, t, t - r.cap_wait_ms));
         }
         d.add(&mut s, r);
@@ -530,8 +584,24 @@ pub(crate) struct Dists {
     normalized: Samples,
     client_queue: Samples,
     schedule_lag: Samples,
+    retry_wait: Samples,
     ttft_first: Samples,
     ttft_later: Samples,
+    ttfo: Samples,
+    /// Reasoning: the phases' distributions and counts, once a record reasoned.
+    reasoning: Option<Box<ReasoningDists>>,
+    limit: Option<usize>,
+}
+
+/// The distributions of a run's reasoning.
+#[derive(Default)]
+pub(crate) struct ReasoningDists {
+    s: ReasoningSummary,
+    tpot_reasoning: Samples,
+    tpot_answer: Samples,
+    itl_reasoning: Samples,
+    itl_answer: Samples,
+    tokens: Samples,
 }
 
 impl Dists {
@@ -552,8 +622,12 @@ impl Dists {
             normalized: mk(),
             client_queue: mk(),
             schedule_lag: mk(),
+            retry_wait: mk(),
             ttft_first: mk(),
             ttft_later: mk(),
+            ttfo: mk(),
+            reasoning: None,
+            limit,
         }
     }
 
@@ -566,6 +640,9 @@ impl Dists {
         }
         if let Some(v) = lat.client_queue {
             self.client_queue.push(v);
+        }
+        if let Some(v) = lat.retry_wait {
+            self.retry_wait.push(v);
         }
         if let Some(e) = &r.error {
             s.failed += 1;
@@ -599,6 +676,42 @@ impl Dists {
         if self.chunks_apart {
             self.chunk_itl.extend_weighted(chunk_gaps(r).map(|g| (g, 1)));
         }
+        push(&mut self.ttfo, lat.ttfo);
+        if let Some(k) = r.reasoning_events {
+            let limit = self.limit;
+            let rd = self.reasoning.get_or_insert_with(|| {
+                let mk = || limit.map_or_else(Samples::new, Samples::with_limit);
+                Box::new(ReasoningDists {
+                    tpot_reasoning: mk(),
+                    tpot_answer: mk(),
+                    itl_reasoning: mk(),
+                    itl_answer: mk(),
+                    tokens: mk(),
+                    ..Default::default()
+                })
+            });
+            let k = k as usize;
+            rd.s.requests += 1;
+            rd.s.unanswered += u64::from(k >= r.event_ms.len());
+            rd.s.think_unclosed += u64::from(r.think_unclosed);
+            let reasoning = r.reasoning_tokens.unwrap_or(0);
+            rd.s.reasoning_tokens += reasoning;
+            rd.s.answer_tokens += r.output_tokens.unwrap_or(0).saturating_sub(reasoning);
+            rd.tokens.push(reasoning as f64);
+            push(&mut rd.tpot_reasoning, lat.tpot_reasoning);
+            push(&mut rd.tpot_answer, lat.tpot_answer);
+            rd.itl_reasoning.extend_weighted(itl_samples_between(r, 0, k));
+            rd.itl_answer.extend_weighted(itl_samples_between(r, k, r.event_ms.len()));
+            if let (Some(a), Some(b)) = (r.reasoning_tokens_client, r.reasoning_tokens_server) {
+                let c = &mut rd.s.token_check;
+                c.requests += 1;
+                c.client_total += a;
+                c.server_total += b;
+            }
+        } else if let Some(rd) = &mut self.reasoning {
+            // a request that did not reason in a run that did: all its output is the answer
+            rd.s.answer_tokens += r.output_tokens.unwrap_or(0);
+        }
         check_counts(&mut s.token_counts, r);
         s.counts_skipped += u64::from(r.counts_skipped);
     }
@@ -617,6 +730,22 @@ impl Dists {
         s.normalized_ms = self.normalized.describe(m);
         s.client_queue_ms = self.client_queue.describe(m);
         s.schedule_lag_ms = self.schedule_lag.describe(m);
+        let retried = self.retry_wait.describe(m);
+        s.retry_wait_ms = (retried.n > 0).then_some(retried);
+        if let Some(rd) = &mut self.reasoning {
+            let mut r = std::mem::take(&mut rd.s);
+            r.ttfo_ms = self.ttfo.describe(m);
+            r.tpot_reasoning_ms = rd.tpot_reasoning.describe(m);
+            r.tpot_answer_ms = rd.tpot_answer.describe(m);
+            r.itl_reasoning_ms = rd.itl_reasoning.describe(m);
+            r.itl_answer_ms = rd.itl_answer.describe(m);
+            r.reasoning_tokens_per_request = rd.tokens.describe(m);
+            let c = &mut r.token_check;
+            if c.server_total > 0 {
+                c.diff_pct = Some((c.client_total as f64 - c.server_total as f64) / c.server_total as f64 * 100.0);
+            }
+            s.reasoning = Some(r);
+        }
         if turns {
             s.ttft_first_turn_ms = Some(self.ttft_first.describe(m));
             s.ttft_later_turns_ms = Some(self.ttft_later.describe(m));
@@ -625,9 +754,21 @@ impl Dists {
 }
 
 pub(crate) fn check_counts(tc: &mut TokenCounts, r: &RequestRecord) {
+    use crate::plausible::UsageField;
+    for d in &r.distrusted_counts {
+        match tc.distrusted.iter_mut().find(|t| t.first.field == d.field && t.first.rule == d.rule) {
+            Some(t) => t.requests += 1,
+            None => tc.distrusted.push(crate::plausible::DistrustTally { requests: 1, first: *d }),
+        }
+    }
+    let believed = |f: UsageField| !r.distrusted_counts.iter().any(|d| d.field == f);
     for (c, client, server) in [
-        (&mut tc.input, r.input_tokens_client, r.input_tokens_server),
-        (&mut tc.output, r.output_tokens_client, r.output_tokens_server),
+        (&mut tc.input, r.input_tokens_client, r.input_tokens_server.filter(|_| believed(UsageField::PromptTokens))),
+        (
+            &mut tc.output,
+            r.output_tokens_client,
+            r.output_tokens_server.filter(|_| believed(UsageField::CompletionTokens)),
+        ),
     ] {
         if let (Some(a), Some(b)) = (client, server) {
             c.requests += 1;
@@ -657,18 +798,20 @@ fn load_check(records: &[RequestRecord], closed: ClosedLoop) -> (Samples, Option
     let (mut gap_ms, mut span_ms) = (0.0, 0.0);
     let end_of = |r: &RequestRecord| r.end_ms.or(r.last_event_ms()).unwrap_or(r.sent_ms.unwrap_or(0.0));
     let (mut first_start, mut last_end) = (f64::NEG_INFINITY, f64::INFINITY);
+    // a user's request leaves it at its first send: retries after it are the server's time
+    let first_sent = |r: &RequestRecord| r.first_sent_ms().unwrap_or(0.0);
     for rs in by_user.values_mut() {
-        rs.sort_by(|a, b| a.sent_ms.unwrap_or(0.0).total_cmp(&b.sent_ms.unwrap_or(0.0)));
+        rs.sort_by(|a, b| first_sent(a).total_cmp(&first_sent(b)));
         for w in rs.windows(2) {
             let (prev, next) = (w[0], w[1]);
-            let sent = next.sent_ms.unwrap_or(0.0);
+            let sent = first_sent(next);
             let gap = (sent - next.scheduled_ms - next.cap_wait_ms).max(0.0);
             gaps.push(gap);
             gap_ms += gap;
-            span_ms += sent - prev.sent_ms.unwrap_or(0.0);
+            span_ms += sent - first_sent(prev);
         }
         if let (Some(f), Some(l)) = (rs.first(), rs.last()) {
-            first_start = first_start.max(f.sent_ms.unwrap_or(0.0));
+            first_start = first_start.max(first_sent(f));
             last_end = last_end.min(end_of(l));
         }
     }
@@ -676,14 +819,16 @@ fn load_check(records: &[RequestRecord], closed: ClosedLoop) -> (Samples, Option
         return (gaps, None);
     }
     // while every user was active, each is in flight, thinking, or in a gap
-    let (mut in_flight, mut thinking) = (None, None);
+    let (mut in_flight, mut thinking, mut retrying) = (None, None, None);
     if by_user.len() == users && last_end > first_start {
         let (lo, hi) = (first_start, last_end);
         let overlap = |a: f64, b: f64| (b.min(hi) - a.max(lo)).max(0.0);
-        let (mut busy, mut think) = (0.0, 0.0);
+        let (mut busy, mut think, mut retry) = (0.0, 0.0, 0.0);
         for rs in by_user.values() {
             for (i, r) in rs.iter().enumerate() {
-                busy += overlap(r.sent_ms.unwrap_or(0.0), end_of(r));
+                let sent = r.sent_ms.unwrap_or(0.0);
+                busy += overlap(sent, end_of(r));
+                retry += overlap(first_sent(r), sent);
                 if i > 0 {
                     think += overlap(end_of(rs[i - 1]), r.scheduled_ms);
                 }
@@ -691,12 +836,15 @@ fn load_check(records: &[RequestRecord], closed: ClosedLoop) -> (Samples, Option
         }
         in_flight = Some(busy / (hi - lo));
         thinking = Some(think / (hi - lo));
+        let any_retried = by_user.values().flatten().any(|r| !r.attempts.is_empty());
+        retrying = any_retried.then(|| retry / (hi - lo));
     }
     let check = LoadCheck {
         requested_concurrency: closed.requested as u64,
         users: users as u64,
         mean_in_flight: in_flight,
         mean_thinking: thinking,
+        mean_retrying: retrying,
         gap_share: if span_ms > 0.0 { gap_ms / span_ms } else { 0.0 },
     };
     (gaps, Some(check))
@@ -995,6 +1143,45 @@ pub(crate) fn warnings(s: &Summary, opts: &SummaryOptions, bound: &Bound) -> Vec
                  keep-alive was lost and later requests paid for new connections (in their TTFT); the requests \
                  themselves ended at [DONE] and their figures are unaffected",
                 a.left_open
+            ),
+        );
+    }
+    if !s.token_counts.distrusted.is_empty() {
+        let parts: Vec<String> = s
+            .token_counts
+            .distrusted
+            .iter()
+            .map(|t| format!("{} requests, first {}", t.requests, t.first.describe()))
+            .collect();
+        add(
+            WarningCode::ImplausibleServerCounts,
+            format!(
+                "the server's usage was not believed: {}; our tokenizer's counts were used instead (each record's \
+                 distrusted_counts names the figure and the rule)",
+                parts.join("; ")
+            ),
+        );
+    }
+    if let Some(r) = s.reasoning.as_ref().filter(|r| r.think_unclosed > 0) {
+        add(
+            WarningCode::ThinkUnclosed,
+            format!(
+                "{} of {} reasoning requests opened <think> and never closed it: their whole output counts as \
+                 reasoning and they have no TTFO (was the reply cut at max_tokens? or, if the server parses \
+                 reasoning itself, drop --reasoning-parser think-tags)",
+                r.think_unclosed, r.requests
+            ),
+        );
+    }
+    if let Some(p) = s.reasoning.as_ref().and_then(|r| r.token_check.diff_pct)
+        && p.abs() > 5.0
+    {
+        add(
+            WarningCode::ReasoningTokenCountMismatch,
+            format!(
+                "our tokenizer counts {p:+.1}% reasoning tokens vs the server's reasoning_tokens over {} requests: \
+                 pass --tokenizer with the served model's tokenizer.json",
+                s.reasoning.as_ref().map_or(0, |r| r.token_check.requests)
             ),
         );
     }
@@ -1332,6 +1519,106 @@ mod tests {
         assert!(s.load_check.unwrap().gap_share < 0.002);
     }
 
+    #[test]
+    fn distrusted_server_counts_are_tallied_and_left_out_of_the_comparison() {
+        use crate::plausible::judge_usage;
+        // two requests whose usage says 3 completion tokens for 16 events; one also 999,999
+        // prompt tokens for 212 bytes; a third whose counts are honest
+        let mut recs: Vec<RequestRecord> = (0..3).map(|i| ok(i, 0.0, 0.0, &[1.0; 16], 16)).collect();
+        for (i, r) in recs.iter_mut().enumerate() {
+            let (p, c) = if i == 2 { (16, 16) } else { (if i == 0 { 999_999 } else { 16 }, 3) };
+            r.input_tokens_server = Some(p);
+            r.output_tokens_server = Some(c);
+            r.input_tokens_client = Some(16);
+            r.output_tokens_client = Some(16);
+            r.distrusted_counts = judge_usage(Some(p), Some(c), 16, 212);
+        }
+        let s = summarize(&recs, &SummaryOptions::new());
+        let t = &s.token_counts.distrusted;
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].first.field.as_str(), t[0].requests), ("completion_tokens", 2));
+        assert_eq!((t[1].first.field.as_str(), t[1].requests, t[1].first.server), ("prompt_tokens", 1, 999_999));
+        // only the believed counts are compared: outputs of request 2 alone, prompts of 1 and 2
+        assert_eq!((s.token_counts.output.requests, s.token_counts.output.diff_pct), (1, Some(0.0)));
+        assert_eq!((s.token_counts.input.requests, s.token_counts.input.server_total), (2, 32));
+        let w = s.warnings.iter().find(|w| w.code == WarningCode::ImplausibleServerCounts).expect("warned");
+        assert!(
+            w.message.contains("2 requests, first completion_tokens 3 for a stream of 16 content events"),
+            "{}",
+            w.message
+        );
+        assert!(w.message.contains("prompt_tokens 999999 for a request of 212 bytes"), "{}", w.message);
+    }
+
+    #[test]
+    fn waits_the_server_asked_for_are_not_the_clients() {
+        use crate::record::{Attempt, RequestError};
+        // two busy users; user 0's second request (ready at 10) was first sent at 10.01, got a
+        // 429 at 11 and was resent at 1011 after `Retry-After: 1`; its stream ends at 1020
+        let mut recs = two_busy_users();
+        recs[2].attempts = vec![Attempt {
+            sent_ms: 10.01,
+            end_ms: 11.0,
+            error: RequestError { class: ErrorClass::HttpStatus, message: "HTTP 429".into(), status: Some(429) },
+        }];
+        recs[2].reconnects = 1;
+        recs[2].sent_ms = Some(1011.0);
+        recs[2].event_ms = vec![1015.0, 1020.0];
+        recs[2].end_ms = Some(1020.0);
+        let opts = SummaryOptions { closed_loop: Some(ClosedLoop { requested: 2, users: 2 }), ..SummaryOptions::new() };
+        let s = summarize(&recs, &opts);
+        let c = s.load_check.unwrap();
+        // worker gaps 0.01 and 0.01 ms over the spans between first sends 10.01 + 5.01
+        assert!((c.gap_share - 0.02 / 15.02).abs() < 1e-12, "{}", c.gap_share);
+        assert_eq!(s.worker_gap_ms.max.map(|m| (m * 1e6).round() / 1e6), Some(0.01));
+        // both users active from 0 to 20 ms (user 1's last end): user 0 retrying from 10.01 on
+        // (9.99 ms of it in the span), in flight 10 ms; user 1 in flight 5 + 14.99 ms
+        let retrying = c.mean_retrying.expect("a request was retried");
+        assert!((retrying - 9.99 / 20.0).abs() < 1e-9, "{retrying}");
+        assert!((c.mean_in_flight.unwrap() - 29.99 / 20.0).abs() < 1e-9, "{c:?}");
+        assert!((c.busy_users().unwrap() - 39.98 / 20.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(s.verdict, ClientVerdict::Ok);
+        // the wait itself is reported: 1011 − 11 = 1000 ms for the one request retried
+        let w = s.retry_wait_ms.as_ref().expect("retry waits");
+        assert_eq!((w.n, w.max), (1, Some(1000.0)));
+        // and the schedule lag counts to the first send
+        assert!(s.schedule_lag_ms.max.unwrap() < 0.02, "{:?}", s.schedule_lag_ms.max);
+    }
+
+    #[test]
+    fn an_open_loop_retried_by_the_server_is_not_behind_its_schedule() {
+        use crate::record::{Attempt, RequestError};
+        // 1 req/s for 10 s, each sent on time; every other one meets a 429 and waits 2 s
+        let recs: Vec<RequestRecord> = (0..10)
+            .map(|i| {
+                let a = i as f64 * 1000.0;
+                let mut r = ok(i, a, a, &[a + 50.0, a + 60.0], 1);
+                if i % 2 == 1 {
+                    r.attempts = vec![Attempt {
+                        sent_ms: a,
+                        end_ms: a + 1.0,
+                        error: RequestError {
+                            class: ErrorClass::HttpStatus,
+                            message: String::new(),
+                            status: Some(429),
+                        },
+                    }];
+                    r.reconnects = 1;
+                    r.sent_ms = Some(a + 2001.0);
+                    r.event_ms = vec![a + 2051.0, a + 2061.0];
+                    r.end_ms = Some(a + 2061.0);
+                }
+                r
+            })
+            .collect();
+        let opts = SummaryOptions { offered_rate: Some(1.0), ..SummaryOptions::new() };
+        let s = summarize(&recs, &opts);
+        assert_eq!(s.schedule_lag_ms.p99, Some(0.0));
+        assert_eq!(s.achieved_rate, Some(1.0));
+        assert_eq!(s.verdict, ClientVerdict::Ok, "{:?}", s.warnings);
+        assert_eq!(s.retry_wait_ms.as_ref().map(|d| (d.n, d.mean)), Some((5, Some(2000.0))));
+    }
+
     /// Two users back to back from 0 to 20 ms, sends 10 µs after each reply: no worker gap.
     fn two_busy_users() -> Vec<RequestRecord> {
         let mut recs = vec![
@@ -1370,6 +1657,7 @@ mod tests {
             users: 10,
             mean_in_flight: in_flight,
             mean_thinking: thinking,
+            mean_retrying: None,
             gap_share,
         };
         // 8.5 in flight + 0.4 thinking = 8.9 < 0.9 · 10, though only 2% of time is in gaps

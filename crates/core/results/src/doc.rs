@@ -99,7 +99,12 @@ impl ResultDoc {
         let err = |e: std::io::Error| ResultError::Write { path: path.display().to_string(), message: e.to_string() };
         let tmp = path.with_extension("json.tmp");
         let written = (|| {
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp).map_err(err)?);
+            let file = std::fs::File::create(&tmp).map_err(err)?;
+            // a document written over an earlier one keeps that one's permissions
+            if let Ok(m) = std::fs::metadata(path) {
+                let _ = file.set_permissions(m.permissions());
+            }
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
             let records: usize = self.runs.iter().map(|r| r.requests.len()).sum();
             if records > COMPACT_ABOVE_RECORDS {
                 goodput_metrics::events::compact_events(|| serde_json::to_writer(&mut w, self))

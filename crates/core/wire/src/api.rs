@@ -14,11 +14,17 @@ pub enum Api {
 impl Api {
     pub const NAMES: [&'static str; 2] = ["completions", "chat"];
 
+    /// The endpoint's path on an OpenAI-compatible server.
     pub fn path(self) -> &'static str {
         match self {
             Api::Completions => "/v1/completions",
             Api::Chat => "/v1/chat/completions",
         }
+    }
+
+    /// The endpoint's path under the API root (`/v1`, or where an endpoint given whole sits).
+    pub fn suffix(self) -> &'static str {
+        &self.path()["/v1".len()..]
     }
 
     pub fn name(self) -> &'static str {

@@ -169,6 +169,9 @@ fn write_client_check(o: &mut String, s: &Summary, simulated: bool) {
     };
     // a measured run's runtime probe: how late the client read what was ready
     let lag = s.runtime_lag_ms.map_or(String::new(), |l| format!(" · runtime lag p99 {:.2} ms", l.p99));
+    // waits the server asked for (`--retries`) are the server's: said beside the verdict
+    let retried = s.sends.as_ref().and_then(|x| x.retry_note()).map_or(String::new(), |n| format!(" · {n}"));
+    let verdict = format!("{verdict}{retried}");
     if simulated {
         // the simulator has no client: no lag, no self-check
     } else if let Some(c) = &s.load_check {
@@ -178,9 +181,10 @@ fn write_client_check(o: &mut String, s: &Summary, simulated: bool) {
         } else {
             format!("{users} users")
         };
+        let retrying = c.mean_retrying.filter(|r| *r > 0.005).map_or(String::new(), |r| format!(", {r:.1} retrying"));
         let load = match (c.mean_in_flight, c.mean_thinking) {
-            (Some(f), Some(t)) if t > 0.005 => format!(" · {f:.1} in flight and {t:.1} thinking of {of}"),
-            (Some(f), _) => format!(" · {f:.1} of {of} in flight"),
+            (Some(f), Some(t)) if t > 0.005 => format!(" · {f:.1} in flight{retrying} and {t:.1} thinking of {of}"),
+            (Some(f), _) => format!(" · {f:.1} of {of} in flight{retrying}"),
             _ => format!(" · {of}"),
         };
         let _ = writeln!(
@@ -321,11 +325,30 @@ pub fn render_sweep(runs: &[&Run]) -> String {
 pub fn render_engine(p: &EnginePlan, s: &EngineStats) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "\nengine model   {}", p.describe());
-    let _ = writeln!(
-        o,
-        "  batch        mean running {:.1} (max {}) · mean waiting {:.1} · {} iterations ({} prefill, {} decode, {} mixed)",
-        s.mean_running, s.max_running, s.mean_waiting, s.steps, s.prefill_steps, s.decode_steps, s.mixed_steps
+    let steps = format!(
+        "{} iterations ({} prefill, {} decode, {} mixed)",
+        s.steps, s.prefill_steps, s.decode_steps, s.mixed_steps
     );
+    if s.parts.is_empty() {
+        let _ = writeln!(
+            o,
+            "  batch        mean running {:.1} (max {}) · mean waiting {:.1} · {steps}",
+            s.mean_running, s.max_running, s.mean_waiting
+        );
+    } else {
+        // a deployment: its means add up over its engines; a maximum is one engine's
+        let n = s.parts.len();
+        let _ = writeln!(
+            o,
+            "  batch        per engine: mean running {:.1} (max {} on one engine), mean waiting {:.1} · deployment of \
+             {n} engines: mean running {:.1} in all, mean waiting {:.1} in all · {steps}",
+            s.mean_running / n as f64,
+            s.max_running,
+            s.mean_waiting / n as f64,
+            s.mean_running,
+            s.mean_waiting
+        );
+    }
     let _ = writeln!(
         o,
         "  bound        {:.0}% of iterations compute-bound, {:.0}% memory-bound",
@@ -374,10 +397,11 @@ pub fn render_engine(p: &EnginePlan, s: &EngineStats) -> String {
     for part in &s.parts {
         let _ = writeln!(
             o,
-            "  {:<12} busy {:.0}% · mean running {:.1} · {} iterations · kv mean {:.1}%",
+            "  {:<12} busy {:.0}% · mean running {:.1} (max {}) · {} iterations · kv mean {:.1}%",
             part.role.as_deref().unwrap_or("engine"),
             part.utilization.unwrap_or(0.0) * 100.0,
             part.mean_running,
+            part.max_running,
             part.steps,
             part.mean_kv_utilization * 100.0
         );

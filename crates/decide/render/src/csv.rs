@@ -36,7 +36,7 @@ fn src(s: Option<TokenSource>) -> String {
 }
 
 /// The request CSV's columns.
-pub const REQUEST_COLUMNS: [&str; 43] = [
+pub const REQUEST_COLUMNS: [&str; 45] = [
     "run",
     "run_name",
     "id",
@@ -80,6 +80,8 @@ pub const REQUEST_COLUMNS: [&str; 43] = [
     "e2e_sched_ms",
     "stream_close_ms",
     "written_ms",
+    "first_sent_ms",
+    "retry_wait_ms",
 ];
 
 fn request_row(run: usize, name: &str, r: &RequestRecord) -> Vec<String> {
@@ -128,6 +130,8 @@ fn request_row(run: usize, name: &str, r: &RequestRecord) -> Vec<String> {
         opt(m.e2e_sched),
         opt(m.stream_close),
         opt(r.written_ms),
+        opt(r.first_sent_ms()),
+        r.retry_wait_ms().to_string(),
     ]
 }
 

@@ -175,6 +175,11 @@ fn headline(o: &mut String, run: &Run) {
     } else {
         ("ok".to_string(), "met")
     };
+    // waits the server asked for are the server's, said beside the verdict
+    let verdict = match s.sends.as_ref().and_then(|x| x.retry_note()) {
+        Some(note) => format!("{verdict} · {note}"),
+        None => verdict,
+    };
     let _ = write!(
         o,
         "<div class=\"headline\"><p class=\"verdict\">verdict: <span class=\"{class}\" data-metric=\"verdict\">{}</span> \
@@ -408,6 +413,15 @@ fn sends_table(o: &mut String, run: &Run) {
         row("resent on a fresh connection (reused connection given up)".into(), x.stale_resends - shown);
     }
     let _ = write!(o, "<tr><th class=\"l\">total</th><th>{}</th></tr></table>", x.posts);
+    if x.retried > 0 {
+        let _ = write!(
+            o,
+            "<p class=\"meta\">{} requests waited {:.2} s in all between attempts for the server's Retry-After or \
+             backoff: the server's time, not counted against the client</p>",
+            x.retried,
+            x.retry_wait_ms / 1000.0
+        );
+    }
     if let Some(ms) = c.keep_alive_off_ms {
         let _ = write!(
             o,

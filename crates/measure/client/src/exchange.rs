@@ -22,13 +22,90 @@ pub struct Exchange {
     /// Cumulative `usage.completion_tokens` seen on each content event (vLLM continuous usage).
     cumulative: Vec<Option<u64>>,
     usage: Usage,
+    /// The request body's length (bytes): a server's prompt count is checked against it.
+    sent_bytes: u64,
+    reasoning: Phases,
+}
+
+/// A stream's reasoning and answer, as its events arrive ([`crate::reasoning`]).
+#[derive(Debug, Default)]
+struct Phases {
+    parser: crate::reasoning::ReasoningParser,
+    tags: crate::reasoning::ThinkTags,
+    /// Byte ranges of the text that are reasoning, in order (adjacent ones merged).
+    ranges: Vec<(usize, usize)>,
+    /// The first content event that carried answer text.
+    first_answer: Option<u32>,
+    /// Some event carried reasoning.
+    saw_reasoning: bool,
+}
+
+impl Phases {
+    /// Classifies content event `index`, whose text is `text[start..]`, of which the chunk's
+    /// reasoning fields gave the first `fields` bytes.
+    fn event(&mut self, text: &str, start: usize, fields: usize, index: u32) {
+        use crate::reasoning::ReasoningParser as P;
+        let end = text.len();
+        let mut reasoning = if self.parser == P::None { 0 } else { fields };
+        let mut undecided = false;
+        if self.parser == P::ThinkTags {
+            let content = &text[start + reasoning..end];
+            match self.tags.feed(content) {
+                Some(b) => reasoning += b,
+                None => {
+                    undecided = true;
+                    reasoning = end - start;
+                }
+            }
+        }
+        if reasoning > 0 {
+            let (a, b) = (start, start + reasoning);
+            match self.ranges.last_mut() {
+                Some(last) if last.1 == a => last.1 = b,
+                _ => self.ranges.push((a, b)),
+            }
+        }
+        if undecided {
+            return;
+        }
+        // an event with answer text, or a tool call without text, answers
+        if reasoning < end - start || end == start {
+            self.first_answer.get_or_insert(index);
+        } else {
+            self.saw_reasoning = true;
+        }
+    }
+
+    /// The reasoning text.
+    fn text(&self, all: &str) -> String {
+        self.ranges.iter().map(|&(a, b)| &all[a..b]).collect()
+    }
+
+    /// The answer text: everything but the reasoning.
+    fn answer(&self, all: &str) -> String {
+        let mut out = String::with_capacity(all.len());
+        let mut at = 0;
+        for &(a, b) in &self.ranges {
+            out.push_str(&all[at..a]);
+            at = b;
+        }
+        out.push_str(&all[at..]);
+        out
+    }
 }
 
 #[cfg(test)]
 impl Exchange {
     /// An exchange that ended as `rec` says, with no content (for tests of what consumes them).
     pub(crate) fn of_record(rec: RequestRecord) -> Self {
-        Exchange { rec, deltas: Deltas::default(), cumulative: Vec::new(), usage: Usage::default() }
+        Exchange {
+            rec,
+            deltas: Deltas::default(),
+            cumulative: Vec::new(),
+            usage: Usage::default(),
+            sent_bytes: 0,
+            reasoning: Phases::default(),
+        }
     }
 }
 
@@ -50,6 +127,8 @@ pub struct Endpoint {
     /// The largest one SSE event may be (bytes); a larger one fails its request
     /// (`event_too_large`).
     pub max_event_bytes: usize,
+    /// How a reasoning model's thinking is told from its answer (`--reasoning-parser`).
+    pub reasoning: crate::reasoning::ReasoningParser,
 }
 
 /// The default of [`Endpoint::max_event_bytes`]: 16 MiB.
@@ -127,6 +206,7 @@ impl Endpoint {
             after_done: AfterDone::default(),
             connections: Connections::default(),
             max_event_bytes: MAX_EVENT_BYTES,
+            reasoning: crate::reasoning::ReasoningParser::default(),
         }
     }
 }
@@ -166,6 +246,11 @@ struct Stream {
     /// The request reached the server, or may have: it got a connection and was not shown to
     /// have been refused unread.
     posted: bool,
+    /// The most content events the stream may carry before it is a runaway
+    /// ([`goodput_metrics::plausible::runaway_limit`]), and the most bytes of their text.
+    runaway_events: u64,
+    runaway_bytes: u64,
+    reasoning: Phases,
 }
 
 impl Stream {
@@ -208,11 +293,30 @@ impl Stream {
         if let Some(u) = chunk.usage {
             self.usage.prompt_tokens = u.prompt_tokens.or(self.usage.prompt_tokens);
             self.usage.completion_tokens = u.completion_tokens.or(self.usage.completion_tokens);
+            self.usage.completion_tokens_details = u.completion_tokens_details.or(self.usage.completion_tokens_details);
         }
         if chunk.finish_reason.is_some() {
             self.rec.finish_reason = chunk.finish_reason;
         }
         if chunk.is_content {
+            let events = self.rec.event_ms.len() as u64;
+            if events >= self.runaway_events || self.deltas.text.len() as u64 > self.runaway_bytes {
+                // what arrived up to the bound stays; the rest is not read
+                self.deltas.text.truncate(start);
+                let asked =
+                    self.rec.requested_output_tokens.map_or("no max_tokens".into(), |m| format!("max_tokens {m}"));
+                self.fail(
+                    ErrorClass::RunawayStream,
+                    format!(
+                        "the stream went on past {events} content events ({} bytes of text) for {asked}: the server \
+                         ignores the limit; stopped at the bound of 4 × max_tokens + 64 events",
+                        self.deltas.text.len()
+                    ),
+                    None,
+                );
+                return false;
+            }
+            self.reasoning.event(&self.deltas.text, start, chunk.reasoning_bytes, events as u32);
             self.rec.event_ms.push(t);
             self.deltas.ends.push(self.deltas.text.len());
             self.cumulative.push(chunk.usage.and_then(|u| u.completion_tokens));
@@ -239,15 +343,33 @@ impl Exchange {
         self.usage.completion_tokens
     }
 
-    /// The reply text (multi-turn sessions resend it).
+    /// The reply text (multi-turn sessions resend it): the answer, without the reasoning (as
+    /// chat clients resend a reasoning model's replies).
     pub fn reply(&self) -> String {
-        self.deltas.text.clone()
+        if self.reasoning.ranges.is_empty() {
+            self.deltas.text.clone()
+        } else {
+            self.reasoning.answer(&self.deltas.text)
+        }
     }
 
     /// The output length for the load loop, without counting: the server's count, else one
     /// token per content event (the record's own count is made later, off the load loop).
     pub fn output_tokens_estimate(&self) -> u64 {
-        self.server_output_tokens().unwrap_or(self.deltas.len() as u64)
+        // fewer tokens than content events is impossible (`goodput_metrics::plausible`)
+        let events = self.deltas.len() as u64;
+        self.server_output_tokens().filter(|&n| n >= events).unwrap_or(events)
+    }
+
+    /// The answer's length for the load loop (a conversation resends the answer alone): the
+    /// output less the server's reasoning count, else less one token per reasoning event.
+    pub fn answer_tokens_estimate(&self) -> u64 {
+        let all = self.output_tokens_estimate();
+        let reasoning = self.usage.reasoning_tokens().unwrap_or_else(|| {
+            let k = self.reasoning.first_answer.map_or(self.deltas.len(), |k| k as usize);
+            if self.reasoning.saw_reasoning { k as u64 } else { 0 }
+        });
+        all.saturating_sub(reasoning)
     }
 
     /// Token counts, their provenance and the per-event split: the record, complete.
@@ -263,8 +385,18 @@ impl Exchange {
     }
 
     fn complete(mut self, tokenizer: Option<&Tokenizer>) -> RequestRecord {
+        use goodput_metrics::plausible::{UsageField, judge_usage};
         let client_out = tokenizer.map(|tk| tk.count(&self.deltas.text) as u64);
-        let server_out = self.usage.completion_tokens;
+        // a server's count that breaks a plausibility rule is kept as its figure, not believed
+        let distrusted = judge_usage(
+            self.usage.prompt_tokens,
+            self.usage.completion_tokens,
+            self.deltas.len() as u64,
+            self.sent_bytes,
+        );
+        let believed = |f: UsageField| !distrusted.iter().any(|d| d.field == f);
+        let server_out = self.usage.completion_tokens.filter(|_| believed(UsageField::CompletionTokens));
+        let server_in = self.usage.prompt_tokens.filter(|_| believed(UsageField::PromptTokens));
         let (n, src) = match (server_out, client_out) {
             (Some(s), _) => (s, TokenSource::Server),
             (None, Some(c)) => (c, TokenSource::Tokenizer),
@@ -275,13 +407,34 @@ impl Exchange {
         r.output_tokens = Some(n);
         r.output_tokens_source = Some(src);
         r.output_tokens_client = client_out;
-        r.output_tokens_server = server_out;
+        r.output_tokens_server = self.usage.completion_tokens;
         r.input_tokens_server = self.usage.prompt_tokens;
-        (r.input_tokens, r.input_tokens_source) = match (self.usage.prompt_tokens, r.input_tokens_client) {
+        r.distrusted_counts = distrusted;
+        (r.input_tokens, r.input_tokens_source) = match (server_in, r.input_tokens_client) {
             (Some(s), _) => (Some(s), Some(TokenSource::Server)),
             (None, Some(c)) => (Some(c), Some(TokenSource::Tokenizer)),
             (None, None) => (None, None),
         };
+        let phases = &self.reasoning;
+        // more reasoning than output is impossible: such a count is not believed
+        let server_reasoning = self.usage.reasoning_tokens().filter(|&x| x > 0 && x <= n);
+        if phases.saw_reasoning || server_reasoning.is_some() {
+            let k = r.event_ms.len() as u32;
+            // hidden reasoning (the server counts it, streams none): before the first token
+            r.reasoning_events = Some(if phases.saw_reasoning { phases.first_answer.unwrap_or(k) } else { 0 });
+            let client = tokenizer
+                .filter(|_| !phases.ranges.is_empty())
+                .map(|tk| tk.count(&phases.text(&self.deltas.text)) as u64);
+            r.reasoning_tokens_client = client;
+            r.reasoning_tokens_server = self.usage.reasoning_tokens();
+            (r.reasoning_tokens, r.reasoning_tokens_source) = match (server_reasoning, client) {
+                (Some(s), _) => (Some(s), Some(TokenSource::Server)),
+                (None, Some(c)) => (Some(c.min(n)), Some(TokenSource::Tokenizer)),
+                // no count: one token per reasoning event
+                (None, None) => (r.reasoning_events.map(u64::from), Some(TokenSource::Tokenizer)),
+            };
+            r.think_unclosed = phases.tags.unclosed();
+        }
         if !r.event_ms.is_empty() {
             let cum: Option<Vec<u64>> = self.cumulative.iter().copied().collect();
             let from_server = cum.filter(|c| c.windows(2).all(|w| w[0] <= w[1]) && c.last() == Some(&n));
@@ -326,11 +479,23 @@ pub async fn execute(ep: &Endpoint, template: &RequestRecord, body: Bytes, cance
         }
         if !retry {
             let mut rec = st.rec;
+            // a server's words may echo the key: never kept
+            for e in rec.error.iter_mut().chain(attempts.iter_mut().map(|a: &mut Attempt| &mut a.error)) {
+                ep.client.redact(&mut e.message);
+            }
             rec.reconnects = attempts.len() as u32;
             rec.attempts = attempts;
             rec.stale_resends = stale_resends;
             rec.posts = Some(posts);
-            return Exchange { rec, deltas: st.deltas, cumulative: st.cumulative, usage: st.usage };
+            let sent_bytes = body.len() as u64;
+            return Exchange {
+                rec,
+                deltas: st.deltas,
+                cumulative: st.cumulative,
+                usage: st.usage,
+                sent_bytes,
+                reasoning: st.reasoning,
+            };
         }
         if let (Some(sent_ms), Some(error)) = (st.rec.sent_ms, st.rec.error) {
             attempts.push(Attempt { sent_ms, end_ms: st.rec.end_ms.unwrap_or(sent_ms), error });
@@ -405,7 +570,13 @@ async fn attempt(ep: &Endpoint, rec: RequestRecord, body: Bytes, cancel: &Cancel
         done: false,
         retry_after: None,
         posted: false,
+        runaway_events: 0,
+        runaway_bytes: 0,
+        reasoning: Phases { parser: ep.reasoning, ..Default::default() },
     };
+    let limit = goodput_metrics::plausible::runaway_limit(st.rec.requested_output_tokens);
+    st.runaway_events = limit;
+    st.runaway_bytes = goodput_metrics::plausible::runaway_bytes(limit);
 
     let sent = Instant::now();
     st.rec.sent_ms = Some(clock.ms(sent));
@@ -861,7 +1032,34 @@ mod tests {
             done: false,
             retry_after: None,
             posted: false,
+            runaway_events: u64::MAX,
+            runaway_bytes: u64::MAX,
+            reasoning: Phases::default(),
         }
+    }
+
+    #[test]
+    fn a_stream_past_its_bound_is_a_runaway_and_keeps_what_came_before() {
+        // max_tokens 2: at most 4 · 2 + 64 = 72 content events
+        let mut st = stream();
+        st.rec.requested_output_tokens = Some(2);
+        st.runaway_events = goodput_metrics::plausible::runaway_limit(Some(2));
+        for k in 0..72 {
+            assert!(st.event(&ev(r#"{"choices":[{"text":"a"}]}"#), k as f64), "event {k} is within the bound");
+        }
+        assert!(!st.event(&ev(r#"{"choices":[{"text":"a"}]}"#), 72.0), "the 73rd stops it");
+        assert_eq!(st.rec.event_ms.len(), 72);
+        assert_eq!(st.deltas.text.len(), 72);
+        let e = st.rec.error.as_ref().expect("failed");
+        assert_eq!(e.class, ErrorClass::RunawayStream);
+        assert!(e.message.contains("past 72 content events") && e.message.contains("max_tokens 2"), "{}", e.message);
+        // the text is bounded too: a few huge events
+        let mut st = stream();
+        st.runaway_bytes = 10;
+        assert!(st.event(&ev(r#"{"choices":[{"text":"01234567"}]}"#), 1.0));
+        assert!(!st.event(&ev(r#"{"choices":[{"text":"89ab"}]}"#), 2.0));
+        assert_eq!(st.deltas.text, "01234567");
+        assert_eq!(st.rec.error.as_ref().map(|e| e.class), Some(ErrorClass::RunawayStream));
     }
 
     fn ev(data: &str) -> SseEvent {

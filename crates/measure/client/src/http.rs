@@ -83,7 +83,7 @@ pub use goodput_wire::Timeouts;
 pub type Body = Full<Bytes>;
 pub type Response = http::Response<hyper::body::Incoming>;
 
-type Connector = crate::conn::Tracked<hyper_rustls::HttpsConnector<crate::arrival::Stamping>>;
+type Connector = crate::conn::Tracked<crate::tls::Connector>;
 
 /// A pooled keep-alive client for one OpenAI-compatible base URL (http or https).
 #[derive(Clone)]
@@ -92,9 +92,11 @@ pub struct HttpClient {
     /// Without a pool: what POSTs use once keep-alive is off (the pooled connections are the
     /// ones the server closes after their responses).
     fresh: Client<Connector, Body>,
-    /// `scheme://authority` plus any path prefix, without a trailing `/v1`.
-    base: String,
+    /// The server's address: its base, API root and query.
+    server: crate::url::ServerUrl,
     auth: Option<HeaderValue>,
+    /// The API key, only to take it out of server texts ([`HttpClient::redact`]).
+    key: Option<std::sync::Arc<str>>,
     /// The URIs of the two streaming endpoints, parsed once (a request clones one instead of
     /// formatting and parsing its URI).
     api_uris: std::sync::Arc<[(&'static str, Uri); 2]>,
@@ -107,7 +109,7 @@ pub struct HttpClient {
 impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // never print the key
-        write!(f, "HttpClient({})", self.base)
+        write!(f, "HttpClient({})", self.server.base)
     }
 }
 
@@ -116,32 +118,22 @@ impl std::fmt::Debug for HttpClient {
 /// written into them.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// The streaming endpoint a full endpoint URL names (`…/v1/completions`, `…/v1/chat/completions`).
+/// The streaming endpoint a full endpoint URL names (`…/v1/completions`, `…/chat/completions`,
+/// with or without a query): [`crate::url::ServerUrl`].
 pub fn endpoint_in_url(url: &str) -> Option<crate::openai::Api> {
-    let t = url.trim().trim_end_matches('/');
-    [crate::openai::Api::Chat, crate::openai::Api::Completions].into_iter().find(|a| t.ends_with(a.path()))
+    crate::url::ServerUrl::parse(url).ok()?.named
 }
 
-/// Normalizes a base URL: `http://h:p`, `http://h:p/`, `http://h:p/v1` all mean the same server,
-/// and so do `http://h:p/v1/completions` and `http://h:p/v1/chat/completions` (an endpoint given
-/// whole is not requested as `/v1/completions/v1/completions`: [`endpoint_in_url`] picks it).
+/// Normalizes a server URL to the one string a plan keeps: `http://h:p`, `http://h:p/`,
+/// `http://h:p/v1` and `http://h:p/v1/chat/completions` all mean the same server; a query is
+/// kept; an endpoint given whole without `/v1` (Azure) stays whole ([`crate::url::ServerUrl`]).
 pub fn normalize_base(url: &str) -> Result<String, UrlError> {
-    let trimmed = url.trim().trim_end_matches('/');
-    let trimmed = match endpoint_in_url(trimmed) {
-        Some(api) => &trimmed[..trimmed.len() - api.path().len()],
-        None => trimmed,
-    };
-    let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
-    let uri: Uri = trimmed
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| UrlError::NotAUrl { url: url.to_string(), message: e.to_string() })?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(UrlError::Scheme { url: url.to_string() });
-    }
-    if uri.authority().is_none() {
-        return Err(UrlError::NoHost { url: url.to_string() });
-    }
-    Ok(trimmed.to_string())
+    Ok(crate::url::ServerUrl::parse(url)?.canonical())
+}
+
+/// Where a server at `url` serves its Prometheus metrics (`/metrics` at its base).
+pub fn metrics_url(url: &str) -> Result<String, UrlError> {
+    Ok(crate::url::ServerUrl::parse(url)?.metrics())
 }
 
 /// The certificates in a PEM file (at least one), or why there are none: the check behind
@@ -195,17 +187,18 @@ impl HttpClient {
         connect_timeout: Duration,
         extra_roots_pem: Option<&[u8]>,
     ) -> Result<Self, ClientError> {
-        let base = normalize_base(base_url)?;
+        let server = crate::url::ServerUrl::parse(base_url)?;
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
         conn.set_connect_timeout(Some(connect_timeout));
         conn.enforce_http(false);
         let keep_alive = crate::closing::KeepAlive::default();
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(extra_roots_pem)?)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(crate::arrival::Stamping(conn, keep_alive.clone()));
+        // TCP and TLS together within the connect timeout
+        let https = crate::tls::Connector::new(
+            crate::arrival::Stamping(conn, keep_alive.clone()),
+            tls_config(extra_roots_pem)?,
+            connect_timeout,
+        );
         // hyper resends a request whose pooled connection turned out to be closed; a benchmark
         // must send each request exactly once (`--retries` resends on purpose, and records it;
         // `exchange` resends only what hyper hands back unwritten). An idle connection is dropped
@@ -229,18 +222,26 @@ impl HttpClient {
             _ => None,
         };
         let uri = |api: crate::openai::Api| -> Result<(&'static str, Uri), ClientError> {
-            let u = format!("{base}{}", api.path());
+            let u = server.endpoint(api);
             let parsed = u.parse().map_err(|e: http::uri::InvalidUri| {
                 ClientError::Url(UrlError::NotAUrl { url: base_url.to_string(), message: e.to_string() })
             })?;
             Ok((api.path(), parsed))
         };
         let api_uris = std::sync::Arc::new([uri(crate::openai::Api::Completions)?, uri(crate::openai::Api::Chat)?]);
-        Ok(HttpClient { inner, fresh, base, auth, api_uris, keep_alive })
+        let key = api_key.filter(|k| !k.is_empty()).map(std::sync::Arc::from);
+        Ok(HttpClient { inner, fresh, server, auth, key, api_uris, keep_alive })
     }
 
     pub fn base(&self) -> &str {
-        &self.base
+        &self.server.base
+    }
+
+    /// A server's text with the client's key, and anything else that looks like a credential,
+    /// taken out (`goodput_metrics::redact`): what goodput keeps or prints of a server's words.
+    pub fn redact(&self, text: &mut String) {
+        let known: Vec<&str> = self.key.as_deref().into_iter().collect();
+        goodput_metrics::redact::redact_in_place(text, &known);
     }
 
     /// The client's keep-alive switch: from when it is off, each request gets a connection of
@@ -251,9 +252,11 @@ impl HttpClient {
 
     fn request(&self, method: Method, path: &str, body: Bytes) -> Request<Body> {
         let b = Request::builder().method(method.clone());
+        // an API's endpoint (with the URL's query), or a server-level path (`/metrics`) or full URI
         let mut b = match self.api_uris.iter().find(|(p, _)| *p == path) {
             Some((_, u)) => b.uri(u.clone()),
-            None => b.uri(format!("{}{}", self.base, path)),
+            None if path.starts_with("http://") || path.starts_with("https://") => b.uri(path),
+            None => b.uri(format!("{}{}", self.server.base, path)),
         };
         if method == Method::GET || !self.keep_alive.on() {
             // probes (models, health, metrics) run before and beside the load at their own pace:
@@ -288,9 +291,9 @@ impl HttpClient {
         (r, crate::conn::info(&capture))
     }
 
-    /// `GET path`, whole body, with a deadline.
+    /// `GET path` (under the server's base, or a whole URI), whole body, with a deadline.
     pub async fn get(&self, path: &str, timeout: Duration) -> Result<(u16, Bytes), ClientError> {
-        let url = format!("{}{}", self.base, path);
+        let url = if path.starts_with("http") { path.to_string() } else { format!("{}{}", self.server.base, path) };
         let fut = async {
             let resp = self.inner.request(self.request(Method::GET, path, Bytes::new())).await?;
             let status = resp.status().as_u16();
@@ -306,12 +309,18 @@ impl HttpClient {
 
     /// The model ids the server lists.
     pub async fn models(&self, timeout: Duration) -> Result<Vec<String>, ClientError> {
-        let (status, body) = self.get("/v1/models", timeout).await?;
-        let url = format!("{}/v1/models", self.base);
+        let url = self.server.models();
+        let (status, body) = self.get(&url, timeout).await?;
         if status != 200 {
-            return Err(ClientError::Unreachable { url, message: format!("HTTP {status}: {}", excerpt(&body, 200)) });
+            let mut message = format!("HTTP {status}: {}", excerpt(&body, 200));
+            self.redact(&mut message);
+            return Err(ClientError::Unreachable { url, message });
         }
-        crate::openai::parse_models(&body).map_err(|e| ClientError::Unreachable { url, message: e.to_string() })
+        crate::openai::parse_models(&body).map_err(|e| {
+            let mut message = e.to_string();
+            self.redact(&mut message);
+            ClientError::Unreachable { url, message }
+        })
     }
 }
 

@@ -53,6 +53,23 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    /// `completion_tokens_details`: how many of the completion tokens were reasoning.
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct CompletionDetails {
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The reasoning tokens the server reported.
+    pub fn reasoning_tokens(&self) -> Option<u64> {
+        self.completion_tokens_details.and_then(|d| d.reasoning_tokens)
+    }
 }
 
 /// What one `data:` payload carried.
@@ -62,6 +79,9 @@ pub struct Chunk {
     pub text: String,
     /// True when the chunk carried any non-empty generated content: a content event.
     pub is_content: bool,
+    /// Of the text it appended, the leading bytes that came from reasoning fields
+    /// (`reasoning_content`, `reasoning`); the rest is content and tool calls.
+    pub reasoning_bytes: usize,
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
     /// An error object sent inside the stream.
@@ -200,7 +220,15 @@ pub fn parse_chunk_into(data: &str, text: &mut String, want_id: bool) -> Result<
             push_text(text, t.0);
         }
         if let Some(d) = ch.delta {
-            for t in [d.reasoning_content, d.reasoning, d.content].into_iter().flatten() {
+            // reasoning first, then the answer: a chunk's reasoning bytes lead its text
+            let before = text.len();
+            for t in [d.reasoning_content, d.reasoning].into_iter().flatten() {
+                push_text(text, t.0);
+            }
+            if before == start {
+                c.reasoning_bytes = text.len() - before;
+            }
+            if let Some(t) = d.content {
                 push_text(text, t.0);
             }
             for call in d.tool_calls.unwrap_or_default() {
@@ -293,6 +321,21 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_leads_a_chunks_text_and_usage_counts_it() {
+        let c = parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"hmm","content":"Yes"}}]}"#).unwrap();
+        assert_eq!((c.text.as_str(), c.reasoning_bytes, c.is_content), ("hmmYes", 3, true));
+        let c = parse_chunk(r#"{"choices":[{"delta":{"reasoning":"ok"}}]}"#).unwrap();
+        assert_eq!((c.text.as_str(), c.reasoning_bytes), ("ok", 2));
+        let c = parse_chunk(r#"{"choices":[{"delta":{"content":"a"}}]}"#).unwrap();
+        assert_eq!(c.reasoning_bytes, 0);
+        let c = parse_chunk(
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.usage.unwrap().reasoning_tokens(), Some(7));
+    }
+
+    #[test]
     fn completion_and_chat_content() {
         let c = parse_chunk(r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#).unwrap();
         assert!(c.is_content);
@@ -314,7 +357,7 @@ mod tests {
         let u = parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}"#)
             .unwrap();
         assert!(!u.is_content);
-        assert_eq!(u.usage, Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(9) }));
+        assert_eq!(u.usage, Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(9), ..Default::default() }));
         let f = parse_chunk(
             r#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#,
         )

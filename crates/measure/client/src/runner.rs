@@ -448,7 +448,7 @@ async fn request_task(s: Arc<Shared>, mut r: Request) {
         let ok = ex.is_success();
         // no tokenizer runs here: the conversation's length comes from the server or the events
         let reply = if ok && r.more_turns { ex.reply() } else { String::new() };
-        let finished = Finished { ok, output_tokens: ex.output_tokens_estimate(), reply };
+        let finished = Finished { ok, output_tokens: ex.answer_tokens_estimate(), reply };
         s.books.submit(ex);
         match s.finish_and_next(r.id, end_s, finished) {
             Some(next) => r = next,

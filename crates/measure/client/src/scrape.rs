@@ -73,7 +73,11 @@ async fn scrape_once(client: &HttpClient, path: &str, timeout: Duration) -> (Ins
     let at = Instant::now();
     let text = match got {
         Ok((200, body)) => String::from_utf8(body.to_vec()).map_err(|_| "the body is not UTF-8".to_string()),
-        Ok((status, body)) => Err(format!("HTTP {status}: {}", excerpt(&body, 120))),
+        Ok((status, body)) => {
+            let mut message = format!("HTTP {status}: {}", excerpt(&body, 120));
+            client.redact(&mut message);
+            Err(message)
+        }
         Err(e) => Err(e.to_string()),
     };
     let parsed = match text {

@@ -1,7 +1,7 @@
 //! Building blocks for faults below the scripted HTTP layer: a gzip member built by hand (so a
 //! test can send a real `Content-Encoding: gzip` body without a compression library), and a
 //! listener that answers whatever arrives with fixed bytes and closes (a plain-HTTP server that
-//! meets a TLS `ClientHello`, for example, and answers `400`).
+//! meets a TLS `ClientHello`, for example, and answers `400`), and one that never answers.
 
 use std::net::SocketAddr;
 
@@ -67,6 +67,34 @@ impl ReplyServer {
 }
 
 impl Drop for ReplyServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A listener that accepts connections and never says anything on them: a TLS client's handshake
+/// (or any request) waits for an answer that never comes. Each connection is held open until the
+/// server is dropped.
+pub struct SilentServer {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SilentServer {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                held.push(sock);
+            }
+        });
+        SilentServer { addr, task }
+    }
+}
+
+impl Drop for SilentServer {
     fn drop(&mut self) {
         self.task.abort();
     }

@@ -40,6 +40,10 @@ pub enum Step {
     ChunkBytes(Vec<u8>),
     /// These bytes as they are, with no chunk framing (a body that runs until the close).
     Raw(Vec<u8>),
+    /// This chunk again and again, as fast as the client reads, until the client goes away (a
+    /// server that ignores `max_tokens`). Not logged in `chunk_times`: the log would grow without
+    /// end.
+    Forever(String),
 }
 
 pub type Script = Vec<Step>;
@@ -126,6 +130,8 @@ pub struct Served {
 pub struct ScriptedServer {
     pub addr: SocketAddr,
     pub served: Arc<Mutex<Vec<Served>>>,
+    /// The request line of every `GET` (the model list and metrics probes), query included.
+    pub probes: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -164,14 +170,14 @@ impl ScriptedServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let served = Arc::new(Mutex::new(Vec::new()));
+        let probes = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(script);
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let log = Arc::clone(&served);
+        let log = Logs { served: Arc::clone(&served), probes: Arc::clone(&probes) };
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
                 let _ = sock.set_nodelay(true);
-                let (script, counter, log, tls) =
-                    (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log), tls.clone());
+                let (script, counter, log, tls) = (Arc::clone(&script), Arc::clone(&counter), log.clone(), tls.clone());
                 tokio::spawn(async move {
                     match tls {
                         Some(acceptor) => {
@@ -191,7 +197,7 @@ impl ScriptedServer {
                 });
             }
         });
-        ScriptedServer { addr, served, task }
+        ScriptedServer { addr, served, probes, task }
     }
 
     pub fn url(&self) -> String {
@@ -200,6 +206,11 @@ impl ScriptedServer {
 
     pub fn served(&self) -> Vec<Served> {
         self.served.lock().unwrap().clone()
+    }
+
+    /// The `GET` request lines seen (`GET /v1/models?…`).
+    pub fn probes(&self) -> Vec<String> {
+        self.probes.lock().unwrap().clone()
     }
 }
 
@@ -256,18 +267,30 @@ pub async fn precise_sleep_until(deadline: Instant) {
     }
 }
 
+/// What a scripted server logs: the requests it served, and its probes.
+#[derive(Clone)]
+struct Logs {
+    served: Arc<Mutex<Vec<Served>>>,
+    probes: Arc<Mutex<Vec<String>>>,
+}
+
 async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
     mut sock: S,
     script: &(dyn Fn(usize) -> Script + Send + Sync),
     counter: &std::sync::atomic::AtomicUsize,
-    log: &Mutex<Vec<Served>>,
+    logs: &Logs,
     arrivals: Option<&goodput_client::arrival::Arrivals>,
 ) -> std::io::Result<()> {
+    let log = &*logs.served;
     let mut buf = Vec::new();
     while let Some((line, body)) = read_request(&mut sock, &mut buf).await {
         let now = Instant::now();
         let arrived = arrivals.and_then(|a| a.latest()).map_or(now, |t| t.min(now));
-        if line.starts_with("GET /v1/models") {
+        if line.starts_with("GET ") {
+            logs.probes.lock().unwrap().push(line.clone());
+        }
+        // the model list wherever the API root is (`/v1/models`, `/openai/deployments/d/models`)
+        if line.starts_with("GET ") && line.split('?').next().unwrap_or_default().ends_with("/models") {
             let b = r#"{"object":"list","data":[{"id":"scripted-model","object":"model"}]}"#;
             let resp =
                 format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}", b.len());
@@ -324,6 +347,18 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
                     sock.write_all(&data).await?;
                     sock.flush().await?;
                     log.lock().unwrap()[idx].chunk_times.push(Instant::now());
+                }
+                Step::Forever(data) => {
+                    let mut one = format!("{:x}\r\n", data.len()).into_bytes();
+                    one.extend_from_slice(data.as_bytes());
+                    one.extend_from_slice(b"\r\n");
+                    // many chunks a write, until the client goes away
+                    let many = one.repeat((65536 / one.len()).max(1));
+                    loop {
+                        if sock.write_all(&many).await.is_err() {
+                            return Ok(());
+                        }
+                    }
                 }
                 Step::End => sock.write_all(b"0\r\n\r\n").await?,
                 Step::Cut => {

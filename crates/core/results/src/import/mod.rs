@@ -289,7 +289,11 @@ fn imported_plan(info: &RunInfo) -> RunPlan {
 
 /// A run from records: summarized as goodput summarizes its own; for a per-request clock,
 /// everything that needs send times is emptied and the window is the tool's own duration.
-fn run_from_records(mut info: RunInfo, records: Vec<RequestRecord>) -> Run {
+fn run_from_records(mut info: RunInfo, mut records: Vec<RequestRecord>) -> Run {
+    // another tool's error strings may hold a server's echo of a key: never kept
+    for e in records.iter_mut().filter_map(|r| r.error.as_mut()) {
+        goodput_metrics::redact::redact_in_place(&mut e.message, &[]);
+    }
     let plan = imported_plan(&info);
     let opts = SummaryOptions { offered_rate: info.load.offered_rate(), ..SummaryOptions::new() };
     let mut summary = summarize(&records, &opts);
