@@ -477,6 +477,11 @@ pub struct ServeArgs {
     /// Seeds output lengths (requests without ignore_eos) and generated words.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// A reasoning model: tokens it thinks before each answer (drawn per request; a request's
+    /// own `reasoning_tokens` first), streamed as `reasoning_content` on the chat API and
+    /// between `<think>` tags on completions: N, uniform:A..B, normal:M,S, lognormal:M,S.
+    #[arg(long, value_name = "DIST")]
+    pub reasoning_tokens: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -544,6 +549,12 @@ pub struct BenchArgs {
     /// its request (`event_too_large`) instead of being counted as tokens.
     #[arg(long, value_name = "SIZE", default_value = "16MiB")]
     pub max_event_size: String,
+
+    /// How a reasoning model's thinking is told from its answer: fields (`reasoning_content` /
+    /// `reasoning`, as vLLM, SGLang and DeepSeek stream it), think-tags (also content between
+    /// `<think>` and `</think>`: a server without a reasoning parser), or none (all answer).
+    #[arg(long, value_name = "PARSER", default_value = "fields")]
+    pub reasoning_parser: String,
 
     /// Scrape the server's Prometheus metrics during the run (running, waiting, KV usage, prefix
     /// cache, preemptions, generated tokens; vLLM, SGLang, TGI and llama.cpp names), store them
@@ -644,6 +655,12 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
 
+    /// Stop the run (or a sweep stage) once the server is over-saturated: TTFT from the schedule
+    /// grows faster than the SLO's TTFT budget (1 s without one) allows over ten minutes, at two
+    /// checks in a row (stop reason `over_saturated`).
+    #[arg(long)]
+    pub stop_over_saturated: bool,
+
     /// After Ctrl-C or --max-errors, how long in-flight requests may finish before cancellation.
     #[arg(long, value_name = "DURATION", default_value = "5s")]
     pub grace: String,
@@ -671,7 +688,8 @@ pub struct LoadArgs {
 /// What each request contains.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
-    /// Where prompts come from: synthetic, sharegpt:PATH, jsonl:PATH, azure:PATH, mooncake:PATH.
+    /// Where prompts come from: synthetic, sharegpt:PATH, jsonl:PATH, azure:PATH, mooncake:PATH,
+    /// weka:PATH (agentic traces: a file, JSONL, or a directory of traces), bailian:PATH.
     #[arg(long, value_name = "KIND:PATH")]
     pub dataset: Option<String>,
 
@@ -685,6 +703,12 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "DIST")]
     pub output_tokens: Option<String>,
 
+    /// Reasoning models: tokens the engine model thinks before each answer (streamed as
+    /// `reasoning_content`; a dataset's `reasoning_tokens` first), same forms. The embedded
+    /// engine, serve, sim, capacity and plan; a real server's model decides for itself.
+    #[arg(long, value_name = "DIST")]
+    pub reasoning_tokens: Option<String>,
+
     /// Multi-turn sessions: each turn resends the conversation so far plus a new user message.
     #[arg(long)]
     pub sessions: bool,
@@ -693,6 +717,37 @@ pub struct WorkloadArgs {
     /// conversations). Implies --sessions when above 1.
     #[arg(long, value_name = "N|all")]
     pub turns: Option<String>,
+
+    /// Agentic sessions: each session is an agent whose calls resend the whole context so far
+    /// plus a tool result, after a tool's latency; with --fan-out, sub-agents fork from a call.
+    #[arg(long)]
+    pub agentic: bool,
+
+    /// Agentic: calls per session, a length distribution (N, uniform:A..B, …) [default: 8].
+    #[arg(long, value_name = "DIST")]
+    pub calls: Option<String>,
+
+    /// Agentic: the tool's latency before each call after the first: 2s, exp:1s, uniform:0.5s..3s
+    /// [default: exp:1s].
+    #[arg(long, value_name = "DIST")]
+    pub tool_time: Option<String>,
+
+    /// Agentic: tokens each tool result adds to the context, a length distribution [default: 512].
+    #[arg(long, value_name = "DIST")]
+    pub tool_output_tokens: Option<String>,
+
+    /// Agentic: sub-agents forked together from one call; they share its context as prefix, run
+    /// in parallel, and their answers are the parent's next tool result [default: 0].
+    #[arg(long, value_name = "N")]
+    pub fan_out: Option<u32>,
+
+    /// Agentic: the call (1-based) whose reply forks the sub-agents [default: 1].
+    #[arg(long, value_name = "K")]
+    pub fan_out_at: Option<u32>,
+
+    /// Agentic: calls per sub-agent, a length distribution [default: 4].
+    #[arg(long, value_name = "DIST")]
+    pub sub_agent_calls: Option<String>,
 
     /// Shared system prompts: requests are spread over G groups, each with its own prompt.
     #[arg(long, value_name = "G")]

@@ -60,6 +60,9 @@ fn with_preset(a: &PlanArgs, preset: Option<&WorkloadPreset>) -> (WorkloadArgs, 
     if let Some(p) = preset {
         w.input_tokens.get_or_insert_with(|| p.input.into());
         w.output_tokens.get_or_insert_with(|| p.output.into());
+        if let (Some(r), None) = (p.reasoning, &w.reasoning_tokens) {
+            w.reasoning_tokens = Some(r.into());
+        }
         if let (Some((groups, tokens)), None) = (p.prefix, w.prefix_groups) {
             w.prefix_groups = Some(groups);
             w.prefix_tokens = Some(tokens);

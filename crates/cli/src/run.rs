@@ -209,6 +209,9 @@ pub fn records_note(run: &Run) -> String {
 pub fn stopped_early(run: &Run) -> String {
     match run.stop {
         StopReason::MaxErrors => "  stopped early: --max-errors reached\n".into(),
+        StopReason::OverSaturated => {
+            "  stopped early: the server was over-saturated (--stop-over-saturated; the warning says why)\n".into()
+        }
         StopReason::Completed
             if matches!(run.target, goodput_results::Target::Sim { .. })
                 && run.plan.load.requests.is_none()

@@ -15,6 +15,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
     if args.max_body_bytes == 0 {
         return Err(UsageError("--max-body-bytes: must be at least 1".into()).into());
     }
+    let reasoning_tokens = match args.reasoning_tokens.as_deref() {
+        Some(d) => Some(crate::plan::reasoning_length(d)?),
+        None => None,
+    };
     let addr = format!("{}:{}", args.host, args.port);
     let listener = TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
@@ -22,7 +26,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
     let state = AppState::new(
         &plan.config,
         tk,
-        ServerConfig { max_body_bytes: args.max_body_bytes, seed: args.seed, ..ServerConfig::new(&name) },
+        ServerConfig {
+            max_body_bytes: args.max_body_bytes,
+            seed: args.seed,
+            reasoning_tokens,
+            ..ServerConfig::new(&name)
+        },
     )?;
     say!("goodput serve · {}\n", plan.describe());
     say!("  OpenAI API at http://{local}/v1 (model `{name}`) · /health · /metrics · Ctrl-C stops\n");

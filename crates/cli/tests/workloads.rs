@@ -404,3 +404,48 @@ fn workload_errors_name_the_input() {
         assert!(e.contains(&needle), "{a:?}: {e}");
     }
 }
+
+/// `--stop-over-saturated`: a server offered more than it serves is stopped once its queue grows
+/// (its own stop reason, a warning that says why), and one that keeps up runs to its end. The
+/// LoadMachine judges it for `bench` and `sim` alike; `bench` is run on the steady side here (an
+/// over-saturated real-time run takes the detector's 30 s at least).
+#[test]
+fn an_over_saturated_server_stops_the_run_and_a_steady_one_does_not() {
+    let flags = ["--duration", "300s", "--input-tokens", "256", "--output-tokens", "32", "--stop-over-saturated"];
+    let over = doc("oversat", &[&["sim", "--rate", "100"][..], &flags].concat());
+    let r = &over["runs"][0];
+    assert_eq!(r["stop"], "over_saturated");
+    let end = r["virtual_end_s"].as_f64().unwrap();
+    assert!((30.0..120.0).contains(&end), "stopped at {end} s of 300");
+    let w = r["summary"]["warnings"].as_array().unwrap();
+    let why = w.iter().find(|w| w["code"] == "over_saturated").expect("an over_saturated warning");
+    assert!(why["message"].as_str().unwrap().starts_with("over-saturated: "), "{why}");
+    let steady = doc("steady", &[&["sim", "--rate", "20"][..], &flags].concat());
+    assert_eq!(steady["runs"][0]["stop"], "duration");
+    let bench = doc("steady-bench", &["bench", "--rate", "20", "--duration", "3s", "--stop-over-saturated"]);
+    assert_eq!(bench["runs"][0]["stop"], "duration");
+    assert!(bench["runs"][0]["summary"]["warnings"].as_array().unwrap().iter().all(|w| w["code"] != "over_saturated"));
+}
+
+/// A real public agentic trace replayed end to end: two Claude Code conversations of
+/// kv-cache-tester (one whole, one slice with a sub-agent; fixtures/README.md), every call's
+/// prompt built block by block from its hash ids, so the engine's prefix cache serves what the
+/// calls share.
+#[test]
+fn a_public_agentic_trace_replays_with_its_sub_agent_and_its_prefix_reuse() {
+    let d = doc(
+        "weka",
+        &["sim", "--dataset", &format!("weka:{}", fixture("weka")), "--concurrency", "2", "--requests", "16"],
+    );
+    let r = &d["runs"][0];
+    assert_eq!(r["summary"]["completed"], 16);
+    let s = &r["summary"]["sessions"];
+    assert!(s["sessions"].as_u64().unwrap() >= 2, "{s}");
+    assert!(s["with_sub_agents"].as_u64().unwrap() >= 1, "the slice's sub-agent ran: {s}");
+    let reqs = r["requests"].as_array().unwrap();
+    assert!(reqs.iter().any(|q| q["agent"].is_u64()), "a sub-agent's calls carry their agent");
+    // later calls resend their context: the prefix cache serves most of every prompt
+    let e = &r["engine_stats"]["prefix_cache"];
+    let hit = e["hit_blocks"].as_f64().unwrap() / e["queried_blocks"].as_f64().unwrap();
+    assert!(hit > 0.8, "prefix cache hit rate {hit}");
+}

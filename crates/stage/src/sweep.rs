@@ -9,9 +9,10 @@ use goodput_workload::{Arrivals, Load, Profile};
 
 use crate::seam::{Control, Stage, StageError, Target};
 
-/// Whether a stage's end ends the whole sequence (an interruption, the error budget).
+/// Whether a stage's end ends the whole sequence (an interruption, the error budget, an
+/// over-saturated server: the stages after it ask for more load still).
 pub fn ends_everything(r: &Run) -> bool {
-    matches!(r.stop, StopReason::Interrupted | StopReason::MaxErrors)
+    matches!(r.stop, StopReason::Interrupted | StopReason::MaxErrors | StopReason::OverSaturated)
 }
 
 /// Runs the plan's stages in order on `target`: `control` gives each stage its control (its

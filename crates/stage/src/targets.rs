@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use goodput_client::{CancelHandle, Counters, Endpoint, HttpClient, Observer, RunConfig, ScrapeConfig, cancel_pair};
 use goodput_engine::EngineStats;
-use goodput_metrics::{Collector, RequestRecord, StopReason};
+use goodput_metrics::{Collector, RequestRecord, StopReason, Summary};
 use goodput_results::plan::{EnginePlan, RunPlan};
 use goodput_results::server_metrics::{Flavour, ServerMetrics};
 use goodput_results::{Run, Target as RunTarget, format_rfc3339_ns, summary_options, unix_ns};
@@ -157,10 +157,11 @@ impl Target for SimTarget {
         // a saturated capacity step stops as a measured one does (the failing steps above the
         // capacity are the costly ones); Ctrl-C is not watched: a simulation ends in moments
         let out = simulate_until(engine.as_mut(), &cfg, workload, ctl.saturation, &mut |r| collector.push_returning(r));
-        let (mut summary, summary_full, records, kept) = collector.finish();
+        let (mut summary, mut summary_full, records, kept) = collector.finish();
         if kept.is_partial() {
             summary.records_kept = Some(kept);
         }
+        warn_over_saturated(out.over_saturation, &mut summary, &mut summary_full);
         let elapsed_s = started.elapsed().as_secs_f64();
         let model = self.engine.config.model.name.clone();
         let target = RunTarget::Sim { model: Some(model), engine: Box::new(self.engine.clone()) };
@@ -191,6 +192,16 @@ impl Target for SimTarget {
     }
 }
 
+/// A run stopped as over-saturated says why among its warnings, in both summaries.
+fn warn_over_saturated(verdict: Option<String>, summary: &mut Summary, full: &mut Option<Summary>) {
+    let Some(message) = verdict else { return };
+    let w = goodput_metrics::Warning { code: goodput_metrics::WarningCode::OverSaturated, message };
+    if let Some(f) = full {
+        f.warnings.push(w.clone());
+    }
+    summary.warnings.push(w);
+}
+
 /// The collector of `stage`'s records: its plan's summary options and `--records`, and the
 /// whole-run summary where `ctl` asks for it.
 fn collector(stage: &Stage, ctl: &Control) -> Collector {
@@ -214,6 +225,8 @@ struct Measured {
     connections: goodput_metrics::ConnectionReuse,
     /// The server's metrics scraped beside the load.
     server_metrics: Option<ServerMetrics>,
+    /// Why the run was called over-saturated, when it was.
+    over_saturation: Option<String>,
 }
 
 impl Measured {
@@ -241,6 +254,7 @@ impl Measured {
         if kept.is_partial() {
             summary.records_kept = Some(kept);
         }
+        warn_over_saturated(self.over_saturation, &mut summary, &mut summary_full);
         Run {
             name: stage.name.clone(),
             started_at: Some(format_rfc3339_ns(self.started_ns)),
@@ -304,6 +318,7 @@ async fn measure(
     if let Some(b) = plan.max_event_bytes {
         ep.max_event_bytes = usize::try_from(b).unwrap_or(usize::MAX);
     }
+    ep.reasoning = plan.reasoning_parser.unwrap_or_default();
     let cfg = RunConfig {
         sending: sending(stage),
         grace: Some(plan.load.grace),
@@ -357,6 +372,7 @@ async fn measure(
             left_open: outcome.streams_left_open,
         },
         connections: outcome.connections,
+        over_saturation: outcome.over_saturation,
         server_metrics,
     })
 }
@@ -421,6 +437,13 @@ fn sending(stage: &Stage) -> goodput_workload::Sending {
             requests: l.requests,
             duration_s: l.duration.map(|d| d.as_secs_f64()),
             max_errors: l.max_errors,
+            // judged against the SLO's first-token budget, 1 s without one
+            over_saturation_ms: l.stop_over_saturated.then(|| {
+                use goodput_metrics::slo::Metric;
+                let slo = stage.plan.slo.slo().map(|(s, _)| s);
+                let limit = |m| slo.as_ref().and_then(|s| s.limit(m));
+                limit(Metric::Ttft).or(limit(Metric::Ttfo)).or(limit(Metric::E2e)).unwrap_or(1000.0)
+            }),
         },
         seed: stage.seed,
         shard: l.shard,

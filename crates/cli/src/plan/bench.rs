@@ -119,6 +119,13 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         return Err(usage("--api-key-env", "expected an environment variable name"));
     }
     let (load, workload, res) = load_and_workload(&a.load, &a.workload)?;
+    if a.url.is_some() && a.workload.reasoning_tokens.is_some() {
+        return Err(usage(
+            "--reasoning-tokens",
+            "tells the engine model how long to think; a real server's model decides for itself (drop it, and \
+             read the reasoning it streams with --reasoning-parser)",
+        ));
+    }
     if let TargetPlan::Embedded { engine } = &target {
         check_workload_fits(engine, &workload)?;
     }
@@ -147,6 +154,7 @@ pub fn bench(a: &BenchArgs) -> Result<Planned, UsageError> {
         engine: None,
         api: Some(api_of(a)?),
         max_event_bytes: Some(parse_size("--max-event-size", &a.max_event_size)?),
+        reasoning_parser: Some(a.reasoning_parser.parse().map_err(|m| usage("--reasoning-parser", m))?),
         model: a.model.clone(),
         api_key_env: Some(a.api_key_env.clone()),
         ignore_eos: !a.no_ignore_eos,

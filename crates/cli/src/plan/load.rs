@@ -194,6 +194,7 @@ pub(super) fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPla
         warmup,
         cooldown,
         max_errors: a.max_errors,
+        stop_over_saturated: a.stop_over_saturated,
         grace: parse_duration("--grace", &a.grace)?,
         export_schedule: match &a.export_schedule {
             Some(p) => writable("--export-schedule", p).map(|()| Some(p.clone()))?,

@@ -10,6 +10,18 @@ pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, Wo
     let (spec, res) = workload_spec(w, l.seed, replay)?;
     let has_times = res.dataset.as_ref().is_some_and(|d| d.has_times());
     let load = load_plan(l, has_times)?;
+    // sub-agents run beside their parent: a cap below the fan-out could never run them together
+    if let (Some(a), Some(cap)) = (&spec.agentic, l.max_concurrency)
+        && a.fan_out as usize > cap
+    {
+        return Err(usage(
+            "--fan-out",
+            format!(
+                "{} sub-agents run at once, over --max-concurrency {cap}: raise the cap or lower the fan-out",
+                a.fan_out
+            ),
+        ));
+    }
     let workload = workload_plan(spec, &res, &load.think_time);
     Ok((load, workload, res))
 }
@@ -44,6 +56,79 @@ pub(super) fn length(flag: &str, s: &str) -> Result<LengthDist, UsageError> {
     Ok(d)
 }
 
+/// The agentic flags as a spec (`--agentic`); every other agentic flag needs it.
+fn agentic_spec(a: &WorkloadArgs, source: &Source) -> Result<Option<goodput_workload::AgenticSpec>, UsageError> {
+    let given = [
+        ("--calls", a.calls.is_some()),
+        ("--tool-time", a.tool_time.is_some()),
+        ("--tool-output-tokens", a.tool_output_tokens.is_some()),
+        ("--fan-out", a.fan_out.is_some()),
+        ("--fan-out-at", a.fan_out_at.is_some()),
+        ("--sub-agent-calls", a.sub_agent_calls.is_some()),
+    ];
+    if !a.agentic {
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(usage(flag, "describes synthetic agents: add --agentic"));
+        }
+        return Ok(None);
+    }
+    if !matches!(source, Source::Synthetic) {
+        return Err(usage(
+            "--agentic",
+            "makes synthetic agents; a trace's agents come from the trace itself (--dataset weka:PATH or bailian:PATH)",
+        ));
+    }
+    if a.sessions || a.turns.is_some() {
+        return Err(usage("--agentic", "its calls are its sessions' turns: drop --sessions and --turns (use --calls)"));
+    }
+    let d = goodput_workload::AgenticSpec::default();
+    let spec = goodput_workload::AgenticSpec {
+        calls: a.calls.as_deref().map(|c| length("--calls", c)).transpose()?.unwrap_or(d.calls),
+        tool_time: match &a.tool_time {
+            Some(t) => t.parse().map_err(|e| usage("--tool-time", e))?,
+            None => d.tool_time,
+        },
+        tool_output_tokens: a
+            .tool_output_tokens
+            .as_deref()
+            .map(|c| length("--tool-output-tokens", c))
+            .transpose()?
+            .unwrap_or(d.tool_output_tokens),
+        fan_out: a.fan_out.unwrap_or(0),
+        fan_out_at: a.fan_out_at.unwrap_or(1),
+        sub_agent_calls: a
+            .sub_agent_calls
+            .as_deref()
+            .map(|c| length("--sub-agent-calls", c))
+            .transpose()?
+            .unwrap_or(d.sub_agent_calls),
+    };
+    if spec.fan_out > 64 {
+        return Err(usage("--fan-out", "at most 64 sub-agents at once"));
+    }
+    if spec.fan_out > 0 && spec.fan_out_at == 0 {
+        return Err(usage("--fan-out-at", "a call number from 1"));
+    }
+    if spec.fan_out > 0 && spec.calls.max().is_some_and(|m| spec.fan_out_at >= m) {
+        return Err(usage(
+            "--fan-out-at",
+            format!(
+                "call {} is a session's last (--calls {}): the sub-agents' answers need a call after it",
+                spec.fan_out_at, spec.calls
+            ),
+        ));
+    }
+    Ok(Some(spec))
+}
+
+/// `--reasoning-tokens DIST`: a length distribution that may be 0 (no reasoning).
+pub fn reasoning_length(s: &str) -> Result<LengthDist, UsageError> {
+    if s.trim() == "0" {
+        return Ok(LengthDist::Fixed(0));
+    }
+    length("--reasoning-tokens", s)
+}
+
 /// The workload flags, validated, with the tokenizer and dataset loaded. `replay`: the dataset
 /// is used once, in order.
 pub(super) fn workload_spec(
@@ -66,7 +151,14 @@ pub(super) fn workload_spec(
             Source::Dataset(Arc::new(d))
         }
     };
+    let agentic_trace =
+        matches!(&source, Source::Dataset(d) if matches!(d.kind, DatasetKind::Weka | DatasetKind::Bailian));
     let turns = match a.turns.as_deref().map(str::trim) {
+        // an agentic trace's sessions are whole: every call of every conversation
+        None if agentic_trace || a.agentic => match &source {
+            Source::Dataset(_) => Turns::All,
+            Source::Synthetic => Turns::Up(1),
+        },
         None if a.sessions => match &source {
             Source::Dataset(_) => Turns::All,
             Source::Synthetic => Turns::Up(4),
@@ -84,10 +176,12 @@ pub(super) fn workload_spec(
         Source::Synthetic if turns == Turns::All => {
             return Err(usage("--turns", "`all` keeps whole dataset conversations; synthetic sessions need a number"));
         }
-        Source::Dataset(d) if multi && d.kind != DatasetKind::ShareGpt => {
+        Source::Dataset(d)
+            if multi && !matches!(d.kind, DatasetKind::ShareGpt | DatasetKind::Weka | DatasetKind::Bailian) =>
+        {
             return Err(usage(
                 "--sessions",
-                format!("multi-turn sessions come from sharegpt or synthetic, not {}", d.kind.name()),
+                format!("multi-turn sessions come from sharegpt, weka, bailian or synthetic, not {}", d.kind.name()),
             ));
         }
         _ => {}
@@ -102,10 +196,13 @@ pub(super) fn workload_spec(
             "--prefix-groups G and --prefix-tokens P go together",
         ));
     }
+    let agentic = agentic_spec(a, &source)?;
     let spec = WorkloadSpec {
         source,
+        agentic,
         input_tokens: length("--input-tokens", a.input_tokens.as_deref().unwrap_or(DEFAULT_INPUT_TOKENS))?,
         output_tokens: length("--output-tokens", a.output_tokens.as_deref().unwrap_or(DEFAULT_OUTPUT_TOKENS))?,
+        reasoning_tokens: a.reasoning_tokens.as_deref().map(reasoning_length).transpose()?,
         prefix_groups: groups,
         prefix_tokens: ptokens,
         turns,

@@ -100,6 +100,9 @@ pub enum StopReason {
     Interrupted,
     /// A capacity step stopped early: requests piled up far beyond what the SLO allows.
     Saturated,
+    /// `--stop-over-saturated`: the server's queue grew without bound (the steady-state
+    /// judgement of `trend::OverSaturation`).
+    OverSaturated,
 }
 
 /// A classified failure.
@@ -132,6 +135,10 @@ pub struct RequestRecord {
     pub session: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Agentic sessions: which sub-agent sent it (1-based; absent for the session's own agent).
+    /// `turn` is then the call's index within that sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<u32>,
     /// The closed-loop user that sent it (0-based).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<u32>,

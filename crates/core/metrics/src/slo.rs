@@ -154,6 +154,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
     ("mlperf-llama3.1-8b", "p99(ttft)<=2s,p99(tpot)<=100ms", "MLPerf Inference v5.1 Llama-3.1-8B server scenario"),
     ("chat", "p99(ttft)<=200ms", "GuideLLM's chat target: TTFT under 200 ms for 99% of requests"),
     ("seed-online", "ttft<=450ms,tpot<=40ms", "the seed article's online-serving targets, per request"),
+    (
+        "reasoning",
+        "p99(ttfo)<=30s,p99(tpot_answer)<=50ms",
+        "a reasoning model's answer: first answer token within 30 s, then the answer at reading pace",
+    ),
 ];
 
 /// A set of predicates.

@@ -155,6 +155,8 @@ pub enum WarningCode {
     ThinkUnclosed,
     /// Reasoning token counts differ from the server's by more than 5%.
     ReasoningTokenCountMismatch,
+    /// The run stopped once the server was over-saturated (`--stop-over-saturated`).
+    OverSaturated,
 }
 
 impl WarningCode {
@@ -178,6 +180,7 @@ impl WarningCode {
             WarningCode::ImplausibleServerCounts => "implausible_server_counts",
             WarningCode::ThinkUnclosed => "think_unclosed",
             WarningCode::ReasoningTokenCountMismatch => "reasoning_token_count_mismatch",
+            WarningCode::OverSaturated => "over_saturated",
         }
     }
 }
@@ -345,6 +348,14 @@ pub struct Summary {
     /// resends), over all records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sends: Option<crate::sends::Sends>,
+    /// Multi-turn and agentic sessions as wholes (batch summaries; a run summarized in one pass
+    /// past the record cap has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::SessionSummary>,
+    /// The steady-state window: where the requests in flight held their plateau, with throughput
+    /// and latency over it (batch summaries, as `sessions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<crate::steady::SteadyWindow>,
     /// Reasoning models: present when some request reasoned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningSummary>,
@@ -494,6 +505,8 @@ pub fn summarize(records: &[RequestRecord], opts: &SummaryOptions) -> Summary {
         if let Some((slo, smoothing)) = &opts.slo {
             s.slo = Some(crate::slo::evaluate(slo, *smoothing, records, &measured, s.duration_s, m));
         }
+        s.sessions = crate::sessions::summarize_sessions(records, &measured, m);
+        s.steady = crate::steady::steady_window(records, m);
     })
 }
 

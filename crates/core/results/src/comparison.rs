@@ -88,6 +88,8 @@ pub enum Latency {
     Tpot,
     Itl,
     E2e,
+    /// A reasoning model's time to the first answer token (only where a run reasoned).
+    Ttfo,
 }
 
 /// A statistic of a latency distribution.
@@ -117,7 +119,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const LATENCIES: [Latency; 4] = [Latency::Ttft, Latency::Tpot, Latency::Itl, Latency::E2e];
+    pub const LATENCIES: [Latency; 5] = [Latency::Ttft, Latency::Tpot, Latency::Itl, Latency::E2e, Latency::Ttfo];
     pub const STATS: [Stat; 4] = [Stat::Mean, Stat::P50, Stat::P90, Stat::P99];
 
     /// Every metric `compare` reports, in its order.
@@ -149,6 +151,7 @@ impl Metric {
                     Latency::Tpot => "tpot",
                     Latency::Itl => "itl",
                     Latency::E2e => "e2e",
+                    Latency::Ttfo => "ttfo",
                 };
                 format!("{s}({l})")
             }
@@ -202,6 +205,7 @@ impl Metric {
             "tpot" => Latency::Tpot,
             "itl" => Latency::Itl,
             "e2e" => Latency::E2e,
+            "ttfo" => Latency::Ttfo,
             _ => return None,
         };
         Some(Metric::Latency(stat, lat))
@@ -232,7 +236,7 @@ impl std::str::FromStr for Metric {
     fn from_str(s: &str) -> Result<Self, String> {
         Metric::parse_name(s).ok_or_else(|| {
             format!(
-                "unknown metric `{}`; expected mean|p50|p90|p99(ttft|tpot|itl|e2e), request_throughput, output_throughput, attainment, goodput or token_goodput",
+                "unknown metric `{}`; expected mean|p50|p90|p99(ttft|tpot|itl|e2e|ttfo), request_throughput, output_throughput, attainment, goodput or token_goodput",
                 s.trim()
             )
         })

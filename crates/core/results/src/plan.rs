@@ -33,6 +33,9 @@ pub struct LoadPlan {
     pub warmup: Edge,
     pub cooldown: Edge,
     pub max_errors: Option<u64>,
+    /// Stop once the server is over-saturated (`--stop-over-saturated`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_over_saturated: bool,
     #[serde(with = "secs")]
     pub grace: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,6 +70,7 @@ impl LoadPlan {
             warmup: Edge::None,
             cooldown: Edge::None,
             max_errors: None,
+            stop_over_saturated: false,
             grace: Self::DEFAULT_GRACE,
             export_schedule: None,
             think_time: ThinkTime::default(),
@@ -240,6 +244,10 @@ pub struct RunPlan {
     /// The largest one stream event may be, bytes (`bench`; default 16 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_event_bytes: Option<u64>,
+    /// How a reasoning model's thinking is told from its answer (`bench --reasoning-parser`;
+    /// default `fields`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_parser: Option<goodput_wire::ReasoningParser>,
     pub load: LoadPlan,
     pub workload: WorkloadPlan,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,6 +275,7 @@ impl RunPlan {
             extra_body: None,
             retries: None,
             max_event_bytes: None,
+            reasoning_parser: None,
             load,
             workload,
             timeouts: None,

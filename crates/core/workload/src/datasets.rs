@@ -4,9 +4,11 @@
 //! | kind | format | gives |
 //! |---|---|---|
 //! | `sharegpt` | JSON array of `{"conversations": [{"from", "value"}, …]}` | prompts, reply lengths, whole conversations |
-//! | `jsonl` | one object per line: `prompt` or `messages` or `input_tokens`, optional `output_tokens`, `timestamp` (s) | exact prompts, arrival times |
+//! | `jsonl` | one object per line: `prompt` or `messages` or `input_tokens` (with optional `hash_ids` of `block_size` tokens), optional `output_tokens`, `reasoning_tokens`, `timestamp` (s) | exact prompts, arrival times, block-exact prefixes |
 //! | `azure` | CSV `TIMESTAMP,ContextTokens,GeneratedTokens` (Azure LLM inference trace 2023) | arrival times and lengths |
 //! | `mooncake` | JSONL `{"timestamp" (ms), "input_length", "output_length", "hash_ids"}` | arrival times, lengths, shared prefix blocks |
+//! | `weka` | agent conversations (`{"block_size", "requests": [{"t", "in", "out", "hash_ids", "think_time"}, {"type": "subagent", …}]}`; a file, JSONL, or a directory of them) | agentic sessions, sub-agents, block-exact contexts ([`crate::agentic`]) |
+//! | `bailian` | JSONL `{"chat_id", "parent_chat_id", "timestamp" (s), "input_length", "output_length", "hash_ids"}` | sessions by parent links, arrival times, 16-token blocks |
 
 use std::fmt;
 use std::str::FromStr;
@@ -29,6 +31,8 @@ pub enum DatasetKind {
     Jsonl,
     Azure,
     Mooncake,
+    Weka,
+    Bailian,
 }
 
 impl DatasetKind {
@@ -38,6 +42,8 @@ impl DatasetKind {
             DatasetKind::Jsonl => "jsonl",
             DatasetKind::Azure => "azure",
             DatasetKind::Mooncake => "mooncake",
+            DatasetKind::Weka => "weka",
+            DatasetKind::Bailian => "bailian",
         }
     }
 }
@@ -57,7 +63,11 @@ impl DatasetKind {
             "jsonl" => Ok(DatasetKind::Jsonl),
             "azure" => Ok(DatasetKind::Azure),
             "mooncake" => Ok(DatasetKind::Mooncake),
-            _ => Err(format!("unknown dataset kind `{s}`: expected sharegpt, jsonl, azure, mooncake or synthetic")),
+            "weka" => Ok(DatasetKind::Weka),
+            "bailian" => Ok(DatasetKind::Bailian),
+            _ => Err(format!(
+                "unknown dataset kind `{s}`: expected sharegpt, jsonl, azure, mooncake, weka, bailian or synthetic"
+            )),
         }
     }
 }
@@ -74,13 +84,32 @@ pub enum Prompt {
 }
 
 /// One turn of a dataset entry.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct EntryTurn {
     pub prompt: Prompt,
     /// Output length the dataset gives (`None`: use `--output-tokens`).
     pub output_tokens: Option<u32>,
+    /// Reasoning length the dataset gives (`None`: use `--reasoning-tokens`, if any).
+    pub reasoning_tokens: Option<u32>,
     /// The dataset's own reply (ShareGPT): its token count becomes `max_tokens`.
     pub reply: Option<String>,
+    /// Prefix-block ids of the prompt (Mooncake, agentic traces): equal leading ids mean an
+    /// identical prompt prefix; each block is the entry's `block_tokens` long, the last the rest.
+    pub hash_ids: Vec<u64>,
+    /// The prompt is the whole context of the call (an agentic trace's calls each carry theirs):
+    /// it replaces the conversation instead of extending it.
+    pub context: bool,
+    /// The pause before this turn, seconds, when the trace gives it (`think_time`).
+    pub think_s: Option<f64>,
+    /// Sub-agents started after this turn's reply, each its own turns; the next turn waits for
+    /// all of them.
+    pub forks: Vec<Vec<EntryTurn>>,
+}
+
+impl Default for Prompt {
+    fn default() -> Self {
+        Prompt::Tokens(1)
+    }
 }
 
 /// One entry: a request, or a conversation of several turns.
@@ -91,8 +120,11 @@ pub struct Entry {
     /// Arrival time in seconds from the first entry (traces).
     pub time_s: Option<f64>,
     pub turns: Vec<EntryTurn>,
-    /// Prefix-block ids (Mooncake): equal leading ids mean an identical prompt prefix.
-    pub hash_ids: Vec<u64>,
+    /// Tokens per `hash_ids` block (512 for Mooncake, the trace's `block_size` for agentic traces).
+    pub block_tokens: u32,
+    /// Block ids are the entry's own (an agentic trace's `hash_id_scope: local`), not shared
+    /// across the file's entries.
+    pub local_blocks: bool,
 }
 
 /// A parsed dataset.
@@ -132,6 +164,8 @@ impl Dataset {
             DatasetKind::Jsonl => jsonl(path, text)?,
             DatasetKind::Azure => azure(path, text)?,
             DatasetKind::Mooncake => mooncake(path, text)?,
+            DatasetKind::Weka => crate::agentic::weka(path, text)?,
+            DatasetKind::Bailian => crate::agentic::bailian(path, text)?,
         };
         if entries.is_empty() {
             let why = match skipped_summary(&skipped) {
@@ -150,8 +184,27 @@ impl Dataset {
 
     /// Reads and parses a file.
     pub fn load(kind: DatasetKind, path: &str) -> Result<Self, WorkloadError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| WorkloadError::Io { file: path.into(), message: e.to_string() })?;
+        let io = |p: &str, e: std::io::Error| WorkloadError::Io { file: p.into(), message: e.to_string() };
+        if kind == DatasetKind::Weka && std::path::Path::new(path).is_dir() {
+            // a directory of traces, one per file, in name order
+            let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| io(path, e))?
+                .filter_map(|d| d.ok().map(|d| d.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json" || x == "jsonl"))
+                .collect();
+            files.sort();
+            let mut entries = Vec::new();
+            for f in &files {
+                let name = f.display().to_string();
+                let text = std::fs::read_to_string(f).map_err(|e| io(&name, e))?;
+                entries.extend(crate::agentic::weka(&name, &text)?);
+            }
+            if entries.is_empty() {
+                return Err(WorkloadError::Invalid(format!("{path}: no *.json traces in the directory")));
+            }
+            return Ok(Dataset { kind, path: path.into(), entries, skipped: Vec::new() });
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
         Self::parse(kind, path, &text)
     }
 
@@ -202,6 +255,17 @@ fn positive(v: &Value, file: &str, line: usize, field: &str) -> Result<Option<u3
         Some(x) => match x.as_u64() {
             Some(n) if n >= 1 && n <= MAX_LENGTH as u64 => Ok(Some(n as u32)),
             _ => Err(err(file, line, field, format!("expected an integer from 1 to {MAX_LENGTH}, got {x}"))),
+        },
+    }
+}
+
+/// A count that may be 0 (`reasoning_tokens`), at most [`MAX_LENGTH`].
+fn count(v: &Value, file: &str, line: usize, field: &str) -> Result<Option<u32>, WorkloadError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => match x.as_u64() {
+            Some(n) if n <= MAX_LENGTH as u64 => Ok(Some(n as u32)),
+            _ => Err(err(file, line, field, format!("expected an integer from 0 to {MAX_LENGTH}, got {x}"))),
         },
     }
 }
@@ -262,9 +326,12 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
                     cut = true;
                     break;
                 }
-                "human" | "user" => {
-                    turns.push(EntryTurn { prompt: Prompt::Text(value.into()), output_tokens: None, reply: None })
-                }
+                "human" | "user" => turns.push(EntryTurn {
+                    prompt: Prompt::Text(value.into()),
+                    output_tokens: None,
+                    reasoning_tokens: None,
+                    ..Default::default()
+                }),
                 "gpt" | "chatgpt" | "bard" | "bing" | "assistant" | "model" => {
                     // a reply before any human turn is dropped with it
                     if let Some(t) = turns.last_mut()
@@ -283,7 +350,7 @@ fn sharegpt(file: &str, text: &str, skipped: &mut Vec<String>) -> Result<Vec<Ent
             }
             continue;
         }
-        out.push(Entry { line, time_s: None, turns, hash_ids: Vec::new() });
+        out.push(Entry { line, time_s: None, turns, block_tokens: MOONCAKE_BLOCK, local_blocks: false });
     }
     Ok(out)
 }
@@ -327,11 +394,34 @@ fn jsonl(file: &str, text: &str) -> Result<Vec<Entry>, WorkloadError> {
             first_time.get_or_insert(t);
         }
         let output_tokens = positive(&v, file, line, "output_tokens")?;
+        let reasoning_tokens = count(&v, file, line, "reasoning_tokens")?;
+        // block-exact prefixes, as Mooncake's: `hash_ids` of `block_size` tokens (512)
+        let hash_ids: Vec<u64> = match v.get("hash_ids") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) if matches!(prompt, Prompt::Tokens(_)) => a
+                .iter()
+                .map(|x| {
+                    x.as_u64()
+                        .ok_or_else(|| err(file, line, "hash_ids", format!("`{x}` is not a non-negative integer")))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(Value::Array(_)) => {
+                return Err(err(
+                    file,
+                    line,
+                    "hash_ids",
+                    "goes with `input_tokens` (the prompt is built from its blocks), not with a text prompt",
+                ));
+            }
+            Some(x) => return Err(err(file, line, "hash_ids", format!("expected an array of integers, got {x}"))),
+        };
+        let block_tokens = positive(&v, file, line, "block_size")?.unwrap_or(MOONCAKE_BLOCK);
         out.push(Entry {
             line,
             time_s,
-            turns: vec![EntryTurn { prompt, output_tokens, reply: None }],
-            hash_ids: Vec::new(),
+            turns: vec![EntryTurn { prompt, output_tokens, reasoning_tokens, hash_ids, ..Default::default() }],
+            block_tokens,
+            local_blocks: false,
         });
     }
     // times relative to the first line that has one; all or none, in order
@@ -415,8 +505,14 @@ fn azure(file: &str, text: &str) -> Result<Vec<Entry>, WorkloadError> {
         out.push(Entry {
             line,
             time_s: Some(t - base),
-            turns: vec![EntryTurn { prompt: Prompt::Tokens(ctx), output_tokens: Some(generated), reply: None }],
-            hash_ids: Vec::new(),
+            turns: vec![EntryTurn {
+                prompt: Prompt::Tokens(ctx),
+                output_tokens: Some(generated),
+                reasoning_tokens: None,
+                ..Default::default()
+            }],
+            block_tokens: MOONCAKE_BLOCK,
+            local_blocks: false,
         });
     }
     check_sorted(file, &out)?;
@@ -460,8 +556,14 @@ fn mooncake(file: &str, text: &str) -> Result<Vec<Entry>, WorkloadError> {
         out.push(Entry {
             line,
             time_s: Some(ts / 1000.0),
-            turns: vec![EntryTurn { prompt: Prompt::Tokens(input), output_tokens: Some(output), reply: None }],
-            hash_ids: ids,
+            turns: vec![EntryTurn {
+                prompt: Prompt::Tokens(input),
+                output_tokens: Some(output),
+                hash_ids: ids,
+                ..Default::default()
+            }],
+            block_tokens: MOONCAKE_BLOCK,
+            local_blocks: false,
         });
     }
     check_sorted(file, &out)?;
@@ -551,7 +653,7 @@ mod tests {
             if let Some(p) = shared(name) {
                 let d = Dataset::load(DatasetKind::Mooncake, &p).unwrap();
                 assert_eq!(d.entries.len(), rows);
-                assert!(d.entries.iter().all(|e| !e.hash_ids.is_empty()));
+                assert!(d.entries.iter().all(|e| !e.turns[0].hash_ids.is_empty()));
             }
         }
     }

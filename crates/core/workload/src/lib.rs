@@ -9,6 +9,7 @@
 //! Pure and synchronous; the only I/O is reading dataset files up front ([`datasets`]), with
 //! errors naming the file, line and field.
 
+pub mod agentic;
 pub mod arrivals;
 pub mod datasets;
 pub mod error;
@@ -131,6 +132,39 @@ impl<'de> Deserialize<'de> for Turns {
     }
 }
 
+/// Synthetic agents (`--agentic`): sessions of calls, each resending the whole context so far
+/// plus a tool result, after a tool's latency; optionally sub-agents forked from one call, which
+/// share its context as their prefix, run in parallel and return their answers to the parent as
+/// its next tool result. Definitions: `docs/workloads.md`, "Agents".
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgenticSpec {
+    /// Calls per session (the first one sends the task: `input_tokens`).
+    pub calls: LengthDist,
+    /// The tool's latency before each call after the first, seconds.
+    pub tool_time: ThinkTime,
+    /// The tool result each call after the first adds, tokens.
+    pub tool_output_tokens: LengthDist,
+    /// Sub-agents forked together (0: none).
+    pub fan_out: u32,
+    /// The call (1-based) whose reply forks them; the next call takes their answers.
+    pub fan_out_at: u32,
+    /// Calls per sub-agent (its first sends its task: `tool_output_tokens`).
+    pub sub_agent_calls: LengthDist,
+}
+
+impl Default for AgenticSpec {
+    fn default() -> Self {
+        AgenticSpec {
+            calls: LengthDist::Fixed(8),
+            tool_time: ThinkTime::Exponential { mean: 1.0 },
+            tool_output_tokens: LengthDist::Fixed(512),
+            fan_out: 0,
+            fan_out_at: 1,
+            sub_agent_calls: LengthDist::Fixed(4),
+        }
+    }
+}
+
 /// Everything that decides the requests (not their timing). `S` is the source: the loaded
 /// [`Source`] at run time, its [`SourceInfo`] in a result file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -140,10 +174,17 @@ pub struct WorkloadSpec<S = Source> {
     pub input_tokens: LengthDist,
     /// `max_tokens` when the dataset does not give an output length.
     pub output_tokens: LengthDist,
+    /// Tokens the engine model reasons before each answer (`--reasoning-tokens`; a dataset's
+    /// own `reasoning_tokens` first). `None`: no reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<LengthDist>,
     /// Number of shared-prefix groups (0: none) and the shared system prompt length in tokens.
     pub prefix_groups: u32,
     pub prefix_tokens: u32,
     pub turns: Turns,
+    /// Synthetic agents (`--agentic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentic: Option<AgenticSpec>,
     /// Pause between a session's turns.
     pub think_time: ThinkTime,
     /// Start over when a dataset runs out (off for trace replay).
@@ -158,9 +199,11 @@ impl WorkloadSpec {
             source: self.source.info(),
             input_tokens: self.input_tokens.clone(),
             output_tokens: self.output_tokens.clone(),
+            reasoning_tokens: self.reasoning_tokens.clone(),
             prefix_groups: self.prefix_groups,
             prefix_tokens: self.prefix_tokens,
             turns: self.turns,
+            agentic: self.agentic.clone(),
             think_time: self.think_time.clone(),
             cycle: self.cycle,
             seed: self.seed,
@@ -174,9 +217,11 @@ impl Default for WorkloadSpec {
             source: Source::Synthetic,
             input_tokens: LengthDist::Fixed(512),
             output_tokens: LengthDist::Fixed(128),
+            reasoning_tokens: None,
             prefix_groups: 0,
             prefix_tokens: 0,
             turns: Turns::One,
+            agentic: None,
             think_time: ThinkTime::default(),
             cycle: true,
             seed: 0,
@@ -184,7 +229,7 @@ impl Default for WorkloadSpec {
     }
 }
 
-use seed::{BLOCK_KEY, PREFIX_KEY};
+use seed::{AGENT_KEY, BLOCK_KEY, PREFIX_KEY};
 
 /// Token counts of one dataset entry's turns by the run's tokenizer, computed once per entry.
 #[derive(Clone, Debug)]
@@ -203,6 +248,7 @@ pub struct Workload {
     lengths: seed::Rng,
     text_rng: seed::Rng,
     think_rng: seed::Rng,
+    reasoning_rng: seed::Rng,
     next_id: u64,
     prefixes: Vec<(String, u32)>,
     /// Dataset entries in the order they are used, and the position.
@@ -210,7 +256,12 @@ pub struct Workload {
     pos: usize,
     /// Counts of dataset entries already used (a cycled entry is not counted again).
     counts: Vec<Option<EntryCounts>>,
+    /// Each prefix block's text, made once (an agentic trace resends its context's blocks with
+    /// every call: nothing is built or counted again).
+    block_text: HashMap<u64, std::sync::Arc<str>>,
 }
+
+use std::collections::HashMap;
 
 impl Workload {
     /// A workload with prompt text built by `tokenizer`.
@@ -235,9 +286,10 @@ impl Workload {
             if tokenizer.is_none() && (d.has_text() || d.kind == DatasetKind::ShareGpt) {
                 return Err(WorkloadError::Invalid(format!("dataset {d} has text: counting it needs a tokenizer")));
             }
-            if !matches!(spec.turns, Turns::One) && d.kind != DatasetKind::ShareGpt {
+            let sessions = matches!(d.kind, DatasetKind::ShareGpt | DatasetKind::Weka | DatasetKind::Bailian);
+            if !matches!(spec.turns, Turns::One) && !sessions {
                 return Err(WorkloadError::Invalid(format!(
-                    "multi-turn sessions come from sharegpt datasets or synthetic prompts, not {}",
+                    "multi-turn sessions come from sharegpt, weka and bailian datasets or synthetic prompts, not {}",
                     d.kind.name()
                 )));
             }
@@ -264,6 +316,7 @@ impl Workload {
             lengths: seed::rng(spec.seed, seed::Stream::Lengths),
             text_rng: seed::rng(spec.seed, seed::Stream::Text),
             think_rng: seed::rng(spec.seed, seed::Stream::Think),
+            reasoning_rng: seed::rng(spec.seed, seed::Stream::Reasoning),
             counts: vec![None; order.len()],
             spec,
             tokenizer,
@@ -272,6 +325,7 @@ impl Workload {
             prefixes,
             order,
             pos: 0,
+            block_text: HashMap::new(),
         })
     }
 
@@ -336,11 +390,21 @@ impl Workload {
         Some(s)
     }
 
+    /// A turn's reasoning: the dataset's, else a draw from `--reasoning-tokens` (its own stream:
+    /// other draws do not move), else none.
+    fn reasoning(&mut self, given: Option<u32>) -> u32 {
+        let drawn = self.spec.reasoning_tokens.as_ref().map(|d| d.sample(&mut self.reasoning_rng));
+        given.or(drawn).unwrap_or(0)
+    }
+
     fn think(&mut self, turn: usize) -> f64 {
         if turn == 0 { 0.0 } else { self.spec.think_time.sample(&mut self.think_rng) }
     }
 
     fn synthetic(&mut self, id: u64) -> SessionSpec {
+        if let Some(a) = self.spec.agentic.clone() {
+            return self.agent_session(id, &a);
+        }
         let mut s = SessionSpec { id, ..Default::default() };
         let n = match self.spec.turns {
             Turns::One => 1,
@@ -353,9 +417,87 @@ impl Workload {
             let (user, count) = self.synth(n_in);
             let think_s = self.think(t);
             let segments = vec![Segment { id: seed::mix(&[self.spec.seed, id, t as u64, 1]), tokens: count }];
-            s.turns.push(TurnSpec { user, user_tokens: count, output_tokens: n_out, think_s, history: None, segments });
+            let reasoning_tokens = self.reasoning(None);
+            s.turns.push(TurnSpec {
+                user,
+                user_tokens: count,
+                output_tokens: n_out,
+                reasoning_tokens,
+                think_s,
+                history: None,
+                segments,
+                context: false,
+                forks: Vec::new(),
+            });
         }
         s
+    }
+
+    /// One synthetic agent's calls (`agent`: 0 for the session's own, k for its k-th sub-agent),
+    /// drawn from the session's own stream: the task (`task` tokens), then tool results after
+    /// tool latencies.
+    fn agent_calls(
+        &mut self,
+        id: u64,
+        agent: u32,
+        calls: u32,
+        task: u32,
+        a: &AgenticSpec,
+        rng: &mut seed::Rng,
+    ) -> Vec<TurnSpec> {
+        (0..calls.max(1))
+            .map(|t| {
+                let n_in = if t == 0 { task } else { a.tool_output_tokens.sample(rng) };
+                let n_out = self.spec.output_tokens.sample(rng);
+                let think_s = if t == 0 { 0.0 } else { a.tool_time.sample(rng) };
+                let (user, count) = self.synth(n_in);
+                let reasoning_tokens = self.reasoning(None);
+                TurnSpec {
+                    user,
+                    user_tokens: count,
+                    output_tokens: n_out,
+                    reasoning_tokens,
+                    think_s,
+                    history: None,
+                    segments: vec![Segment {
+                        id: seed::mix(&[self.spec.seed, id, agent as u64, t as u64, 4]),
+                        tokens: count,
+                    }],
+                    context: false,
+                    forks: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// A synthetic agentic session: its calls, and the sub-agents one of them forks, whose
+    /// answers come back to it as the next call's tool result.
+    fn agent_session(&mut self, id: u64, a: &AgenticSpec) -> SessionSpec {
+        let mut rng = seed::rng_for(self.spec.seed, AGENT_KEY ^ id);
+        let calls = a.calls.sample(&mut rng).max(1);
+        let task = self.spec.input_tokens.sample(&mut rng);
+        let mut turns = self.agent_calls(id, 0, calls, task, a, &mut rng);
+        let at = a.fan_out_at.max(1) as usize;
+        if a.fan_out > 0 && at < turns.len() {
+            let mut answers = 0u32;
+            let forks: Vec<SessionSpec> = (1..=a.fan_out)
+                .map(|k| {
+                    let n = a.sub_agent_calls.sample(&mut rng).max(1);
+                    let sub_task = a.tool_output_tokens.sample(&mut rng);
+                    let turns = self.agent_calls(id, k, n, sub_task, a, &mut rng);
+                    answers = answers.saturating_add(turns.last().map_or(0, |t| t.output_tokens));
+                    SessionSpec { id, agent: Some(k), turns, multi_turn: true, ..Default::default() }
+                })
+                .collect();
+            turns[at - 1].forks = forks;
+            // the sub-agents' answers are the next call's tool result, beside its own
+            let (text, count) = self.synth(answers);
+            let next = &mut turns[at];
+            next.user = format!("{text}{}", next.user);
+            next.user_tokens += count;
+            next.segments.insert(0, Segment { id: seed::mix(&[self.spec.seed, id, at as u64, 5]), tokens: count });
+        }
+        SessionSpec { id, turns, multi_turn: true, ..Default::default() }
     }
 
     /// The token counts of entry `index`, computed on its first use.
@@ -384,14 +526,37 @@ impl Workload {
     fn session_from(&mut self, id: u64, d: &Dataset, index: usize) -> SessionSpec {
         let counts = self.entry_counts(d, index);
         let e = &d.entries[index];
-        let mut s = SessionSpec { id, trace_time_s: e.time_s, ..Default::default() };
         let keep = match self.spec.turns {
             Turns::One => 1,
             Turns::Up(n) => n.max(1) as usize,
             Turns::All => usize::MAX,
         };
-        for (t, turn) in e.turns.iter().take(keep).enumerate() {
-            let (prompt_tokens, reply_tokens) = counts.turns[t];
+        let mut agents = 0;
+        let turns = self.turns_of(id, e, index, &e.turns[..keep.min(e.turns.len())], Some(&counts), 0, &mut agents);
+        SessionSpec { id, trace_time_s: e.time_s, turns, ..Default::default() }
+    }
+
+    /// The turns of a dataset entry's agent (`agent` 0: the entry's own; `agents` numbers the
+    /// sub-agents met so far), with the sub-agents each turn forks.
+    #[allow(clippy::too_many_arguments)]
+    fn turns_of(
+        &mut self,
+        id: u64,
+        e: &datasets::Entry,
+        index: usize,
+        turns: &[datasets::EntryTurn],
+        counts: Option<&EntryCounts>,
+        agent: u32,
+        agents: &mut u32,
+    ) -> Vec<TurnSpec> {
+        let mut out = Vec::with_capacity(turns.len());
+        for (t, turn) in turns.iter().enumerate() {
+            let (prompt_tokens, reply_tokens) = match (counts, &turn.prompt) {
+                (Some(c), _) => c.turns[t],
+                (None, Prompt::Tokens(n)) => (*n, None),
+                (None, Prompt::Text(x)) => (self.count(x), None),
+                (None, Prompt::Messages(ms)) => (ms.iter().map(|m| self.count(&m.content)).sum(), None),
+            };
             // draw from the length stream whether or not it is used, so datasets with and without
             // lengths keep the stream aligned
             let sampled_out = self.spec.output_tokens.sample(&mut self.lengths);
@@ -400,55 +565,105 @@ impl Workload {
                 (None, Some(r)) => r.max(1),
                 (None, None) => sampled_out,
             };
-            let think_s = self.think(t);
+            let drawn = self.think(t);
+            let think_s = turn.think_s.unwrap_or(drawn);
             // a dataset text is the same text whenever the entry is used: one content id per
             // entry and turn; a synthesized prompt is new each time
             let entry_segment =
-                |tokens| vec![Segment { id: seed::mix(&[0x6461_7461, index as u64, t as u64]), tokens }];
+                |tokens| vec![Segment { id: seed::mix(&[0x6461_7461, index as u64, agent as u64, t as u64]), tokens }];
             let (user, user_tokens, history, segments) = match &turn.prompt {
                 Prompt::Text(text) => (text.clone(), prompt_tokens, None, entry_segment(prompt_tokens)),
                 Prompt::Messages(ms) => (String::new(), prompt_tokens, Some(ms.clone()), entry_segment(prompt_tokens)),
-                Prompt::Tokens(n) if !e.hash_ids.is_empty() => {
-                    (self.blocks_text(&e.hash_ids, *n), *n, None, blocks(&e.hash_ids, *n))
+                Prompt::Tokens(n) if !turn.hash_ids.is_empty() => {
+                    let key = block_key(e, index, agent);
+                    let tail = seed::mix(&[self.spec.seed, id, agent as u64, t as u64, 3]);
+                    let segs = blocks(&turn.hash_ids, *n, e.block_tokens, key, tail);
+                    (self.blocks_text(&segs), *n, None, segs)
                 }
                 Prompt::Tokens(n) => {
                     let (text, c) = self.synth(*n);
-                    let segments = vec![Segment { id: seed::mix(&[self.spec.seed, id, t as u64, 1]), tokens: c }];
+                    let segments =
+                        vec![Segment { id: seed::mix(&[self.spec.seed, id, agent as u64, t as u64, 1]), tokens: c }];
                     (text, c, None, segments)
                 }
             };
-            s.turns.push(TurnSpec { user, user_tokens, output_tokens, think_s, history, segments });
+            let reasoning_tokens = self.reasoning(turn.reasoning_tokens);
+            let mut forks = Vec::with_capacity(turn.forks.len());
+            for f in &turn.forks {
+                *agents += 1;
+                let k = *agents;
+                let turns = self.turns_of(id, e, index, f, None, k, agents);
+                forks.push(SessionSpec { id, agent: Some(k), turns, multi_turn: true, ..Default::default() });
+            }
+            out.push(TurnSpec {
+                user,
+                user_tokens,
+                output_tokens,
+                reasoning_tokens,
+                think_s,
+                history,
+                segments,
+                context: turn.context,
+                forks,
+            });
         }
-        s
+        out
     }
 
-    /// A Mooncake prompt: one block of text per hash id, the same text for the same id (seeded
-    /// by it), so requests with equal leading ids share an identical prefix; the last block holds
-    /// what remains of `tokens`.
-    fn blocks_text(&self, ids: &[u64], tokens: u32) -> String {
+    /// A block-built prompt's text: each block's words, the same text for the same content id
+    /// (seeded by it, made once and kept), so prompts with equal leading blocks share an
+    /// identical prefix.
+    fn blocks_text(&mut self, segs: &[Segment]) -> String {
         let (Some(tk), true) = (&self.tokenizer, self.text) else { return String::new() };
-        let b = datasets::MOONCAKE_BLOCK;
         let mut out = String::new();
-        for (i, &id) in ids.iter().enumerate() {
-            let n = if i + 1 == ids.len() { tokens - b * (ids.len() as u32 - 1) } else { b };
-            let mut r = seed::rng_for(self.spec.seed, BLOCK_KEY ^ id);
-            out.push_str(&tk.words_text(n as usize, &mut r));
+        for g in segs {
+            // a block's id and length make its text (a last block is shorter)
+            let key = g.id ^ (g.tokens as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            if let Some(t) = self.block_text.get(&key) {
+                out.push_str(t);
+                continue;
+            }
+            let mut r = seed::rng_for(self.spec.seed, g.id);
+            let t: std::sync::Arc<str> = tk.words_text(g.tokens as usize, &mut r).into();
+            out.push_str(&t);
+            if self.block_text.len() < BLOCK_TEXT_CACHE {
+                self.block_text.insert(key, t);
+            }
         }
         out
     }
 }
 
-/// A Mooncake prompt's segments: one per hash id, 512 tokens each, the last holding the rest.
-fn blocks(ids: &[u64], tokens: u32) -> Vec<Segment> {
-    let b = datasets::MOONCAKE_BLOCK;
-    ids.iter()
-        .enumerate()
-        .map(|(i, &id)| {
-            let n = if i + 1 == ids.len() { tokens.saturating_sub(b * (ids.len() as u32 - 1)) } else { b };
-            Segment { id: BLOCK_KEY ^ id, tokens: n }
+/// Block texts kept at most (about 64 tokens × 6 bytes each for an agentic trace's blocks).
+const BLOCK_TEXT_CACHE: usize = 1 << 18;
+
+/// The key a dataset entry's block ids are read under: the file's (Mooncake, global scope), or
+/// the entry's and agent's own (an agentic trace's local scope).
+fn block_key(e: &datasets::Entry, index: usize, agent: u32) -> Option<u64> {
+    e.local_blocks.then(|| seed::mix(&[BLOCK_KEY, index as u64, agent as u64]))
+}
+
+/// A block-built prompt's segments: one per hash id of `block` tokens (the last holding what
+/// is left), content ids `BLOCK_KEY ^ id` (or mixed with the entry's `key`, for ids local to an
+/// entry); tokens past the blocks are one segment of their own (`tail`).
+fn blocks(ids: &[u64], tokens: u32, block: u32, key: Option<u64>, tail: u64) -> Vec<Segment> {
+    let mut left = tokens;
+    let mut out: Vec<Segment> = ids
+        .iter()
+        .map_while(|&id| {
+            let n = left.min(block);
+            left -= n;
+            let id = match key {
+                None => BLOCK_KEY ^ id,
+                Some(k) => seed::mix(&[k, id]),
+            };
+            (n > 0).then_some(Segment { id, tokens: n })
         })
-        .filter(|s| s.tokens > 0)
-        .collect()
+        .collect();
+    if left > 0 {
+        out.push(Segment { id: tail, tokens: left });
+    }
+    out
 }
 
 #[cfg(test)]

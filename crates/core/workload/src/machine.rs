@@ -56,6 +56,10 @@ pub struct Bounds {
     pub duration_s: Option<f64>,
     /// Stop sending once this many requests have failed.
     pub max_errors: Option<u64>,
+    /// Stop sending once the server is over-saturated, judged against this TTFT budget (ms):
+    /// [`goodput_metrics::trend::OverSaturation`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_saturation_ms: Option<f64>,
 }
 
 /// What a driver sends and when it stops sending, whichever drives it (the real-time client and
@@ -96,6 +100,8 @@ impl Sending {
 pub struct Request {
     /// Position in this process's send order (0-based, dense: drivers index by it).
     pub id: u64,
+    /// A sub-agent's number within its session (1-based); `None` for the session's own agent.
+    pub agent: Option<u32>,
     /// The id the record carries: `id` in an unsharded run, shard `I/N`'s `id·N + I` otherwise.
     pub global_id: u64,
     /// The shard that sends it (`None` in an unsharded run).
@@ -112,8 +118,11 @@ pub struct Request {
     pub cap_wait_s: f64,
     /// Prompt tokens by the run's tokenizer (the whole conversation so far).
     pub input_tokens: u64,
-    /// `max_tokens`.
+    /// `max_tokens` of the answer.
     pub max_tokens: u32,
+    /// Tokens to reason before the answer (the engine model's; 0: none). A server's
+    /// `max_tokens` counts both: [`Request::total_tokens`].
+    pub reasoning_tokens: u32,
     /// The request's own random stream (an engine's natural stop, generated words).
     pub seed: u64,
     /// The prompt's content, for prefix caching.
@@ -135,12 +144,19 @@ impl Request {
             shard: self.shard,
             session: self.multi_turn.then_some(self.session),
             turn: self.multi_turn.then_some(self.turn),
+            agent: self.agent,
             user: self.user,
             scheduled_ms: self.scheduled_s * 1e3,
             cap_wait_ms: self.cap_wait_s * 1e3,
-            requested_output_tokens: Some(self.max_tokens as u64),
+            requested_output_tokens: Some(self.total_tokens() as u64),
+            requested_reasoning_tokens: (self.reasoning_tokens > 0).then_some(self.reasoning_tokens as u64),
             ..Default::default()
         }
+    }
+
+    /// The output a server is asked for: the reasoning and the answer.
+    pub fn total_tokens(&self) -> u32 {
+        self.max_tokens.saturating_add(self.reasoning_tokens)
     }
 }
 
@@ -152,6 +168,8 @@ pub struct Finished {
     pub output_tokens: u64,
     /// The reply text (multi-turn sessions resend it); empty when the driver keeps no text.
     pub reply: String,
+    /// When its first token arrived, seconds (the over-saturation check reads its TTFT).
+    pub first_token_s: Option<f64>,
 }
 
 /// What to do next.
@@ -204,6 +222,17 @@ struct Active {
     conv: Conversation,
     turn: usize,
     user: Option<u32>,
+    /// The session's id (records carry it; a sub-agent's is its parent's).
+    root: u64,
+    /// A sub-agent: the key of the agent it returns to.
+    parent: Option<u64>,
+    /// Sub-agents this agent waits for before its next turn.
+    waiting: u32,
+}
+
+/// A sub-agent's key in the machine's map of active agents (apart from every session id).
+fn sub_agent_key(session: u64, agent: u32) -> u64 {
+    seed::mix(&[session, agent as u64, 0x7375_6261_6765_6e74]) | (1 << 63)
 }
 
 /// Hashes the machine's own ids (sequential integers): a multiply and a shift, instead of the
@@ -255,8 +284,10 @@ pub struct LoadMachine {
     order: u64,
     ready: VecDeque<Ready>,
     sessions: IdMap<Active>,
-    /// Request id → session id, while in flight.
-    requests: IdMap<u64>,
+    /// Request id → session id and scheduled time, while in flight.
+    requests: IdMap<(u64, f64)>,
+    /// `--stop-over-saturated`.
+    oversat: Option<goodput_metrics::trend::OverSaturation>,
     next_id: u64,
     /// Turns of the sessions started so far (sessions are cut to the request budget).
     planned: u64,
@@ -308,6 +339,7 @@ impl LoadMachine {
             failed: 0,
             in_flight: 0,
             stop: None,
+            oversat: bounds.over_saturation_ms.map(goodput_metrics::trend::OverSaturation::new),
             cut_by_duration: false,
             cap_full_at: f64::NEG_INFINITY,
         };
@@ -357,6 +389,11 @@ impl LoadMachine {
         self.ready.clear();
     }
 
+    /// Why the run was called over-saturated (`--stop-over-saturated`), once it was.
+    pub fn over_saturation(&self) -> Option<&str> {
+        self.oversat.as_ref().and_then(|o| o.verdict())
+    }
+
     /// Why the run stopped sending, if it has.
     pub fn stopped(&self) -> Option<StopReason> {
         self.stop
@@ -390,12 +427,12 @@ impl LoadMachine {
         }
         let mut spec = self.source.next_session()?;
         if let Some(n) = self.bounds.requests {
-            spec.turns.truncate(((n - self.planned) as usize).max(1));
+            spec.truncate_requests((n - self.planned).max(1));
         }
         if spec.turns.is_empty() {
             return None;
         }
-        self.planned += spec.turns.len() as u64;
+        self.planned += spec.requests();
         Some(spec)
     }
 
@@ -431,13 +468,48 @@ impl LoadMachine {
     fn start_session(&mut self, spec: SessionSpec, user: Option<u32>, at: f64) {
         let id = spec.id;
         let conv = Conversation::start(&spec, self.text);
-        self.sessions.insert(id, Active { spec, conv, turn: 0, user });
+        self.sessions.insert(id, Active { spec, conv, turn: 0, user, root: id, parent: None, waiting: 0 });
         self.ready.push_back(Ready { session: id, at, capped: false });
     }
 
-    /// A session ended (all turns, or a failure): a closed-loop user starts its next one.
+    /// Starts the sub-agents turn `done` of agent `key` forks: each begins with the agent's
+    /// conversation so far; the agent's next turn waits for them all.
+    fn fork(&mut self, key: u64, done: usize, at: f64) -> bool {
+        let Some(a) = self.sessions.get_mut(&key) else { return false };
+        let forks = std::mem::take(&mut a.spec.turns[done].forks);
+        if forks.is_empty() {
+            return false;
+        }
+        a.waiting = forks.len() as u32;
+        let (root, conv) = (a.root, a.conv.clone());
+        for f in forks {
+            let child = sub_agent_key(root, f.agent.unwrap_or(0));
+            let conv = conv.fork(child);
+            let first = f.turns.first().map_or(0.0, |t| t.think_s);
+            self.sessions
+                .insert(child, Active { spec: f, conv, turn: 0, user: None, root, parent: Some(key), waiting: 0 });
+            self.push(at + first, Due::Turn(child));
+        }
+        true
+    }
+
+    /// A session or sub-agent ended (all turns, or a failure): a sub-agent's parent goes on once
+    /// its last sub-agent is back; a closed-loop user starts its next session.
     fn end_session(&mut self, session: u64, at: f64) {
         let Some(a) = self.sessions.remove(&session) else { return };
+        if let Some(p) = a.parent {
+            let Some(parent) = self.sessions.get_mut(&p) else { return };
+            parent.waiting = parent.waiting.saturating_sub(1);
+            if parent.waiting == 0 {
+                if parent.turn < parent.spec.turns.len() {
+                    let next_at = at + parent.spec.turns[parent.turn].think_s;
+                    self.push(next_at, Due::Turn(p));
+                } else {
+                    self.end_session(p, at);
+                }
+            }
+            return;
+        }
         // a user with nothing left to send does not pause before it stops
         if let Some(u) = a.user
             && self.budget_left()
@@ -497,6 +569,12 @@ impl LoadMachine {
             }
             self.stop(StopReason::Duration);
         }
+        if let Some(o) = &mut self.oversat
+            && self.stop.is_none()
+            && o.tick(now * 1e3, self.in_flight)
+        {
+            self.stop(StopReason::OverSaturated);
+        }
         if self.stop.is_none() {
             self.fire_due(now);
         }
@@ -532,16 +610,17 @@ impl LoadMachine {
         let id = self.next_id;
         self.next_id += 1;
         self.in_flight += 1;
-        self.requests.insert(id, session);
+        self.requests.insert(id, (session, at));
         let a = self.sessions.get_mut(&session).expect("a ready turn's session is active");
         let turn = &a.spec.turns[a.turn];
         a.conv.push_user(turn);
         let multi_turn = a.spec.multi_turn || a.spec.turns.len() > 1;
         Request {
             id,
+            agent: a.spec.agent,
             global_id: self.shard.map_or(id, |s| s.global_id(id)),
             shard: self.shard.map(|s| s.index),
-            session,
+            session: a.root,
             turn: a.turn as u32,
             multi_turn,
             user: a.user,
@@ -549,9 +628,11 @@ impl LoadMachine {
             cap_wait_s,
             input_tokens: a.conv.tokens,
             max_tokens: turn.output_tokens.max(1),
+            reasoning_tokens: turn.reasoning_tokens,
             seed: seed::request_seed(self.seed, session, a.turn as u32),
             segments: a.conv.segments.clone(),
-            more_turns: a.turn + 1 < a.spec.turns.len(),
+            // a sub-agent forked from this turn resends its reply too
+            more_turns: a.turn + 1 < a.spec.turns.len() || !turn.forks.is_empty(),
             reply_segment: Conversation::reply_segment(session, a.turn as u32),
             messages: a.conv.messages.clone(),
         }
@@ -559,7 +640,17 @@ impl LoadMachine {
 
     /// Request `id` ended at `at` (unknown ids are ignored).
     pub fn finished(&mut self, id: u64, at: f64, f: Finished) {
-        let Some(session) = self.requests.remove(&id) else { return };
+        let Some((session, scheduled)) = self.requests.remove(&id) else { return };
+        if let Some(o) = &mut self.oversat
+            && o.finished(
+                at * 1e3,
+                scheduled * 1e3,
+                f.first_token_s.filter(|_| f.ok).map(|t| t * 1e3),
+                self.in_flight - 1,
+            )
+        {
+            self.stop(StopReason::OverSaturated);
+        }
         if self.cap_full() {
             // the cap was full until this request ended
             self.cap_full_at = self.cap_full_at.max(at);
@@ -576,7 +667,13 @@ impl LoadMachine {
         }
         let Some(a) = self.sessions.get_mut(&session) else { return };
         a.conv.push_reply(a.turn as u32, f.reply, f.output_tokens);
+        let done = a.turn;
         a.turn += 1;
+        if self.fork(session, done, at) {
+            // the next turn waits for the sub-agents (`end_session`)
+            return;
+        }
+        let Some(a) = self.sessions.get(&session) else { return };
         if a.turn < a.spec.turns.len() {
             let next_at = at + a.spec.turns[a.turn].think_s;
             self.push(next_at, Due::Turn(session));
@@ -602,7 +699,7 @@ mod tests {
     }
 
     fn ok(n: u64) -> Finished {
-        Finished { ok: true, output_tokens: n, reply: String::new() }
+        Finished { ok: true, output_tokens: n, reply: String::new(), first_token_s: None }
     }
 
     fn send(n: Next) -> Request {
@@ -610,6 +707,54 @@ mod tests {
             Next::Send(r) => *r,
             other => panic!("expected a send, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_agent_forks_sub_agents_and_waits_for_them() {
+        // one user; 3 calls with 1 s of tool time, the first call's reply forks 2 sub-agents of 2
+        // calls each; the root's second call takes their answers (4 tokens each) as its result
+        let a = crate::AgenticSpec {
+            calls: LengthDist::Fixed(3),
+            tool_time: ThinkTime::Fixed(1.0),
+            tool_output_tokens: LengthDist::Fixed(20),
+            fan_out: 2,
+            fan_out_at: 1,
+            sub_agent_calls: LengthDist::Fixed(2),
+        };
+        let spec = WorkloadSpec { agentic: Some(a), ..spec() };
+        let mut m = machine(Load::closed(1), Bounds { requests: Some(7), ..Default::default() }, spec);
+        let r0 = send(m.next(0.0));
+        assert_eq!((r0.agent, r0.turn, r0.input_tokens), (None, 0, 10));
+        assert_eq!(m.next(0.0), Next::Idle);
+        m.finished(r0.id, 1.0, ok(4));
+        // both sub-agents start at once, from the root's context (10 + 4) plus their task (20)
+        let (c1, c2) = (send(m.next(1.0)), send(m.next(1.0)));
+        assert_eq!((c1.agent, c2.agent, c1.session, c2.session), (Some(1), Some(2), r0.session, r0.session));
+        assert_eq!((c1.input_tokens, c1.turn), (34, 0));
+        // a sub-agent shares its parent's context as prefix: its prompt, then its reply
+        assert_eq!(c1.segments[0], r0.segments[0]);
+        assert_eq!(c1.segments[1].id, r0.reply_segment);
+        assert_eq!(m.next(1.0), Next::Idle);
+        m.finished(c1.id, 2.0, ok(4));
+        m.finished(c2.id, 2.5, ok(4));
+        // each sub-agent's second call after its tool time; the root waits
+        let c1b = send(m.next(3.0));
+        assert_eq!(m.next(3.0), Next::Wait(3.5));
+        let c2b = send(m.next(3.5));
+        assert_eq!((c1b.agent, c1b.turn, c1b.input_tokens), (Some(1), 1, 34 + 4 + 20));
+        m.finished(c1b.id, 4.0, ok(4));
+        assert_eq!(m.next(10.0), Next::Idle, "the root waits for its last sub-agent");
+        m.finished(c2b.id, 5.0, ok(4));
+        // the root's second call: after its tool time, with both answers (8) and its own result (20)
+        assert_eq!(m.next(5.0), Next::Wait(6.0));
+        let r1 = send(m.next(6.0));
+        assert_eq!((r1.agent, r1.turn, r1.input_tokens), (None, 1, 10 + 4 + 8 + 20));
+        m.finished(r1.id, 7.0, ok(4));
+        let r2 = send(m.next(8.0));
+        assert_eq!(r2.turn, 2);
+        m.finished(r2.id, 9.0, ok(4));
+        assert_eq!(m.sent(), 7);
+        assert_eq!(m.next(9.0), Next::Done(StopReason::Completed));
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub enum Stream {
     Sessions = 4,
     /// Think times between a session's turns, in session order.
     Think = 6,
+    /// Reasoning lengths (`--reasoning-tokens`), in session order.
+    Reasoning = 7,
 }
 
 pub type Rng = ChaCha8Rng;
@@ -45,6 +47,8 @@ pub const USER_KEY: u64 = 0x7573_6572_0000_0000;
 pub const PREFIX_KEY: u64 = 0x5052_4546_0000_0000;
 /// A Mooncake block's text: `BLOCK_KEY ^ hash_id`.
 pub const BLOCK_KEY: u64 = 0x424c_4f43_0000_0000;
+/// A synthetic agentic session `s`'s draws (calls, tool results, sub-agents): `AGENT_KEY ^ s`.
+pub const AGENT_KEY: u64 = 0x4147_454e_0000_0000;
 
 /// A 64-bit mix of several integers (splitmix64 over their sequence): stable across versions, so
 /// ids derived from it can be compared between runs.

@@ -34,14 +34,23 @@ pub struct TurnSpec {
     pub user: String,
     /// Its length in tokens by the run's tokenizer.
     pub user_tokens: u32,
-    /// `max_tokens` for this turn.
+    /// `max_tokens` for this turn's answer.
     pub output_tokens: u32,
+    /// Tokens a reasoning model thinks before the answer (the engine model generates them first;
+    /// 0: no reasoning). Part of the turn's `max_tokens` as a server counts it.
+    pub reasoning_tokens: u32,
     /// Pause after the previous turn ended before sending this one (0 for the first turn).
     pub think_s: f64,
     /// A whole chat history to send as is (a dataset line with `messages`), instead of `user`.
     pub history: Option<Vec<Message>>,
     /// Content identity of the user message (or history): one segment, or Mooncake's blocks.
     pub segments: Vec<Segment>,
+    /// The message is the call's whole context (an agentic trace's calls carry theirs): it
+    /// replaces the conversation after the system prompt instead of extending it.
+    pub context: bool,
+    /// Sub-agents started when this turn's reply arrives, each a session of its own that begins
+    /// with this conversation so far; the next turn waits until every one has ended.
+    pub forks: Vec<SessionSpec>,
 }
 
 /// One user's session.
@@ -59,6 +68,40 @@ pub struct SessionSpec {
     /// Part of a multi-turn workload: records carry the session id and turn index (even when this
     /// session happens to have a single turn).
     pub multi_turn: bool,
+    /// A sub-agent of session `id`: its number within the session (1-based); `None` for the
+    /// session's own agent.
+    pub agent: Option<u32>,
+}
+
+impl SessionSpec {
+    /// Requests the session sends: its turns and its sub-agents'.
+    pub fn requests(&self) -> u64 {
+        self.turns.iter().map(|t| 1 + t.forks.iter().map(SessionSpec::requests).sum::<u64>()).sum()
+    }
+
+    /// Cuts the session to at most `n` requests, in the order a run meets them: a turn, then the
+    /// sub-agents it starts (cut in turn), then the next turn.
+    pub fn truncate_requests(&mut self, mut n: u64) {
+        let mut keep = 0;
+        for t in &mut self.turns {
+            if n == 0 {
+                break;
+            }
+            n -= 1;
+            keep += 1;
+            let mut forks = 0;
+            for f in &mut t.forks {
+                if n == 0 {
+                    break;
+                }
+                f.truncate_requests(n);
+                n -= f.requests();
+                forks += 1;
+            }
+            t.forks.truncate(forks);
+        }
+        self.turns.truncate(keep);
+    }
 }
 
 impl SessionSpec {
@@ -69,9 +112,12 @@ impl SessionSpec {
                 user: prompt,
                 user_tokens: prompt_tokens,
                 output_tokens,
+                reasoning_tokens: 0,
                 think_s: 0.0,
                 history: None,
                 segments: vec![Segment { id: seed::mix(&[id, 0, 1]), tokens: prompt_tokens }],
+                context: false,
+                forks: Vec::new(),
             }],
             ..Default::default()
         }
@@ -115,9 +161,25 @@ impl Conversation {
         c
     }
 
-    /// Adds the next user message (or, for a turn that carries a whole history, replaces the
-    /// conversation after the system prompt with it).
+    /// A sub-agent's conversation: this one so far, as the sub-agent's own (its replies get
+    /// content ids of their own: `key` names the sub-agent).
+    pub fn fork(&self, key: u64) -> Self {
+        Conversation { session: key, ..self.clone() }
+    }
+
+    /// Adds the next user message (or, for a turn that carries a whole history or its whole
+    /// context, replaces the conversation after the system prompt with it).
     pub fn push_user(&mut self, t: &TurnSpec) {
+        if t.context {
+            self.messages.truncate(self.system_messages);
+            if self.text {
+                self.messages.push(Message { role: "user".into(), content: t.user.clone() });
+            }
+            self.segments.truncate(self.system_segments);
+            self.segments.extend(t.segments.iter().copied());
+            self.tokens = self.system_tokens + t.user_tokens as u64;
+            return;
+        }
         match &t.history {
             Some(h) => {
                 self.messages.truncate(self.system_messages);
@@ -176,10 +238,49 @@ mod tests {
             user: format!("u{id}"),
             user_tokens: n,
             output_tokens: 5,
+            reasoning_tokens: 0,
             think_s: 0.0,
             history: None,
             segments: vec![Segment { id, tokens: n }],
+            context: false,
+            forks: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_session_with_sub_agents_counts_and_cuts_its_requests() {
+        let child = |turns: usize| SessionSpec {
+            id: 1,
+            agent: Some(1),
+            turns: (0..turns).map(|k| turn(4, 50 + k as u64)).collect(),
+            ..Default::default()
+        };
+        let mut root = SessionSpec { id: 1, turns: (0..3).map(|k| turn(4, k)).collect(), ..Default::default() };
+        root.turns[0].forks = vec![child(2), child(3)];
+        assert_eq!(root.requests(), 3 + 5);
+        let mut cut = root.clone();
+        cut.truncate_requests(4); // turn 0, the first child's 2, one of the second's
+        assert_eq!((cut.turns.len(), cut.requests()), (1, 4));
+        assert_eq!(cut.turns[0].forks[1].turns.len(), 1);
+        let mut cut = root.clone();
+        cut.truncate_requests(7);
+        assert_eq!((cut.turns.len(), cut.requests()), (2, 7));
+    }
+
+    #[test]
+    fn a_whole_context_replaces_the_conversation() {
+        let s = SessionSpec { id: 3, ..Default::default() };
+        let mut c = Conversation::start(&s, true);
+        c.push_user(&turn(20, 1));
+        c.push_reply(0, "r".into(), 5);
+        let mut whole = turn(40, 2);
+        whole.context = true;
+        c.push_user(&whole);
+        assert_eq!((c.tokens, c.messages.len(), c.segments.len()), (40, 1, 1));
+        // a fork keeps the conversation, its replies get ids of their own
+        let f = c.fork(99);
+        assert_eq!(f.tokens, 40);
+        assert_ne!(Conversation::reply_segment(99, 0), Conversation::reply_segment(3, 0));
     }
 
     #[test]

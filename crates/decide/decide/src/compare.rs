@@ -128,19 +128,20 @@ fn stat_ci(d: &Distribution, s: Stat) -> Option<[f64; 2]> {
     Some([ci[0]?, ci[1]?])
 }
 
-fn dist(s: &Summary, l: Latency) -> &Distribution {
-    match l {
+fn dist(s: &Summary, l: Latency) -> Option<&Distribution> {
+    Some(match l {
         Latency::Ttft => &s.ttft_ms,
         Latency::Tpot => &s.tpot_ms,
         Latency::Itl => &s.itl_ms,
         Latency::E2e => &s.e2e_ms,
-    }
+        Latency::Ttfo => &s.reasoning.as_ref()?.ttfo_ms,
+    })
 }
 
 /// The value of `m` in a summary (`None`: undefined, or no SLO for attainment and goodput).
 pub fn value(s: &Summary, m: Metric) -> Option<f64> {
     match m {
-        Metric::Latency(st, l) => stat_of(dist(s, l), st),
+        Metric::Latency(st, l) => stat_of(dist(s, l)?, st),
         Metric::RequestThroughput => Some(s.request_throughput),
         Metric::OutputThroughput => Some(s.output_throughput),
         Metric::Attainment => s.slo.as_ref().map(|g| g.attainment),
@@ -226,7 +227,10 @@ impl Subject {
         for run in &doc.runs {
             for r in measured(run).filter(|r| r.is_success()) {
                 let m = RequestMetrics::of(r);
-                for (l, v) in [(Latency::Ttft, m.ttft), (Latency::Tpot, m.tpot), (Latency::E2e, m.e2e)] {
+                let ttfo = m.ttfo.filter(|_| first.summary.reasoning.is_some());
+                for (l, v) in
+                    [(Latency::Ttft, m.ttft), (Latency::Tpot, m.tpot), (Latency::E2e, m.e2e), (Latency::Ttfo, ttfo)]
+                {
                     if let Some(v) = v {
                         samples.entry(l).or_default().push(v);
                     }
@@ -247,7 +251,13 @@ impl Subject {
 /// `other` against `base`, every metric of [`Metric::all`].
 pub fn compare(base: &Subject, other: &Subject) -> Comparison {
     let boot = bootstrap(base, other);
-    let metrics = Metric::all().into_iter().map(|m| delta(base, other, &boot, m)).collect();
+    // TTFO is compared where a run reasoned (elsewhere it is TTFT again)
+    let reasoned = base.summary.reasoning.is_some() || other.summary.reasoning.is_some();
+    let metrics = Metric::all()
+        .into_iter()
+        .filter(|m| reasoned || !matches!(m, Metric::Latency(_, Latency::Ttfo)))
+        .map(|m| delta(base, other, &boot, m))
+        .collect();
     Comparison {
         base: base.label.clone(),
         other: other.label.clone(),
@@ -275,7 +285,7 @@ type Boot = BTreeMap<Latency, Vec<[f64; 2]>>;
 fn bootstrap(a: &Subject, b: &Subject) -> Boot {
     let ps = BOOTSTRAPPED.map(|(_, p)| p);
     let mut out = Boot::new();
-    for l in [Latency::Ttft, Latency::Tpot, Latency::E2e] {
+    for l in [Latency::Ttft, Latency::Tpot, Latency::E2e, Latency::Ttfo] {
         if let (Some(x), Some(y)) = (a.samples.get(&l), b.samples.get(&l))
             && x.len() >= 2
             && y.len() >= 2
@@ -313,6 +323,7 @@ fn interval(a: &Subject, b: &Subject, boot: &Boot, m: Metric) -> (Option<[f64; 2
         Metric::Latency(Stat::Mean, l) => {
             let (da, db) = (dist(&a.summary, l), dist(&b.summary, l));
             let ci = (|| {
+                let (da, db) = (da?, db?);
                 let (ma, mb, sa, sb) = (da.mean?, db.mean?, da.std?, db.std?);
                 if da.n < 2 || db.n < 2 {
                     return None;

@@ -263,6 +263,25 @@ pub fn itl_position_chart(run: &Run, suffix: &str) -> Chart {
         .with(Series::new("max", Mark::Line, max))
 }
 
+/// Multi-turn and agentic sessions: TTFT by call index (mean and p90), from the summary: a later
+/// call resends a longer context, which a prefix cache serves.
+pub fn call_chart(run: &Run, suffix: &str) -> Option<Chart> {
+    let s = run.summary.sessions.as_ref().filter(|s| s.ttft_by_call.len() > 1)?;
+    let pick = |f: fn(&goodput_metrics::sessions::CallTtft) -> Option<f64>| -> Vec<(f64, f64)> {
+        s.ttft_by_call.iter().filter_map(|c| Some((c.call as f64, f(c)?))).collect()
+    };
+    Some(
+        Chart::new(
+            format!("chart-ttft-call{suffix}"),
+            "TTFT by call index",
+            "call (0 = a session's first)",
+            "TTFT (ms)",
+        )
+        .with(Series::new("mean", Mark::Line, pick(|c| c.mean)))
+        .with(Series::new("p90", Mark::Line, pick(|c| c.p90))),
+    )
+}
+
 /// The engine's state over time (`series`: `[t_s, running, waiting, kv_utilization,
 /// kv_used_share, …counters]`, see [`mechanism_charts`]): batch and queue, KV usage, and the
 /// mechanisms' rates.

@@ -104,7 +104,15 @@ fn write_latency_table(o: &mut String, s: &Summary) {
         rows.push(("TTFT turn 1", first));
         rows.push(("TTFT turns 2+", later));
     }
+    // a reasoning model: the first answer token, and each phase's pace
+    if let Some(r) = &s.reasoning {
+        rows.push(("TTFO", &r.ttfo_ms));
+    }
     rows.push(("TPOT", &s.tpot_ms));
+    if let Some(r) = &s.reasoning {
+        rows.push(("TPOT reasoning", &r.tpot_reasoning_ms));
+        rows.push(("TPOT answer", &r.tpot_answer_ms));
+    }
     rows.push((ITL_PER_TOKEN, &s.itl_ms));
     let chunks = s.chunk_itl_ms.n > 0;
     if chunks {
@@ -146,6 +154,22 @@ fn write_totals(o: &mut String, s: &Summary, simulated: bool) {
         s.request_throughput, s.input_throughput, s.output_throughput, s.total_throughput
     );
     let _ = writeln!(o, "  concurrency  {:.2} mean in flight", s.mean_concurrency);
+    if let Some(w) = &s.steady {
+        let _ = writeln!(
+            o,
+            "  steady       {:.2}–{:.2} s ({:.0}% of the run) at {:.0} in flight: {:.2} req/s · output {:.1} tok/s · TTFT \
+             p50 {} p99 {} ms · TPOT p50 {} ms",
+            w.start_ms / 1000.0,
+            w.end_ms / 1000.0,
+            w.share * 100.0,
+            w.level,
+            w.request_throughput,
+            w.output_throughput,
+            cell(w.ttft_ms.p50),
+            cell(w.ttft_ms.p99),
+            cell(w.tpot_ms.p50),
+        );
+    }
     let tc = &s.token_counts;
     let diff = |p: Option<f64>| p.map_or("n/a".to_string(), |p| format!("{p:+.1}%"));
     // the simulator's counts are its own: nothing to check them against
@@ -159,6 +183,50 @@ fn write_totals(o: &mut String, s: &Summary, simulated: bool) {
         )
     };
     let _ = writeln!(o, "  tokens       input {} · output {}{check}", s.input_tokens, s.output_tokens);
+    if let Some(x) = &s.sessions {
+        let by_call: Vec<String> = x
+            .ttft_by_call
+            .iter()
+            .take(6)
+            .map(|c| format!("{}: {}", c.call + 1, cell(c.mean)))
+            .chain(
+                x.ttft_by_call
+                    .last()
+                    .filter(|_| x.ttft_by_call.len() > 6)
+                    .map(|c| format!("… {}: {}", c.call + 1, cell(c.mean))),
+            )
+            .collect();
+        let subs =
+            if x.with_sub_agents > 0 { format!(" ({} with sub-agents)", x.with_sub_agents) } else { String::new() };
+        let _ = writeln!(
+            o,
+            "  sessions     {}{subs} · {} calls each on average · wall p50 {} s · the server had {:.0}% of their time, tools \
+             or thinking {:.0}% · mean TTFT by call {} ms",
+            x.sessions,
+            cell(x.calls.mean),
+            cell(x.wall_s.p50),
+            x.server_share * 100.0,
+            (1.0 - x.server_share) * 100.0,
+            by_call.join(", ")
+        );
+    }
+    if let Some(r) = &s.reasoning {
+        let share = if r.reasoning_tokens + r.answer_tokens > 0 {
+            r.reasoning_tokens as f64 / (r.reasoning_tokens + r.answer_tokens) as f64 * 100.0
+        } else {
+            0.0
+        };
+        let unanswered = if r.unanswered > 0 { format!(" · {} never answered", r.unanswered) } else { String::new() };
+        let _ = writeln!(
+            o,
+            "  reasoning    {} requests reasoned · {} reasoning tokens ({share:.0}% of output), {} answer tokens · \
+             {} reasoning tokens per request on average{unanswered}",
+            r.requests,
+            r.reasoning_tokens,
+            r.answer_tokens,
+            cell(r.reasoning_tokens_per_request.mean)
+        );
+    }
 }
 
 /// Writes the client's self-check (load check or schedule lag) with its verdict; nothing for a simulated run.

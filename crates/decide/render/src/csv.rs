@@ -36,7 +36,7 @@ fn src(s: Option<TokenSource>) -> String {
 }
 
 /// The request CSV's columns.
-pub const REQUEST_COLUMNS: [&str; 45] = [
+pub const REQUEST_COLUMNS: [&str; 51] = [
     "run",
     "run_name",
     "id",
@@ -82,6 +82,12 @@ pub const REQUEST_COLUMNS: [&str; 45] = [
     "written_ms",
     "first_sent_ms",
     "retry_wait_ms",
+    "reasoning_events",
+    "reasoning_tokens",
+    "reasoning_tokens_source",
+    "ttfo_ms",
+    "tpot_reasoning_ms",
+    "tpot_answer_ms",
 ];
 
 fn request_row(run: usize, name: &str, r: &RequestRecord) -> Vec<String> {
@@ -132,6 +138,12 @@ fn request_row(run: usize, name: &str, r: &RequestRecord) -> Vec<String> {
         opt(r.written_ms),
         opt(r.first_sent_ms()),
         r.retry_wait_ms().to_string(),
+        opt(r.reasoning_events),
+        opt(r.reasoning_tokens),
+        src(r.reasoning_tokens_source),
+        opt(m.ttfo),
+        opt(m.tpot_reasoning),
+        opt(m.tpot_answer.filter(|_| r.reasoning_events.is_some())),
     ]
 }
 
@@ -191,8 +203,17 @@ pub fn summary_columns() -> Vec<String> {
         }
     }
     c.extend(["slo", "attainment", "request_goodput", "token_goodput", "binding"].map(String::from));
+    // reasoning models (empty without reasoning)
+    for d in REASONING_DISTS {
+        for s in STATS {
+            c.push(format!("{d}_ms_{s}"));
+        }
+    }
+    c.extend(["reasoning_tokens", "answer_tokens"].map(String::from));
     c
 }
+
+const REASONING_DISTS: [&str; 3] = ["ttfo", "tpot_reasoning", "tpot_answer"];
 
 fn summary_row(i: usize, run: &Run) -> Vec<String> {
     let s = &run.summary;
@@ -237,6 +258,15 @@ fn summary_row(i: usize, run: &Run) -> Vec<String> {
             g.binding.clone().unwrap_or_default(),
         ]),
         None => row.extend(std::iter::repeat_n(String::new(), 5)),
+    }
+    match &s.reasoning {
+        Some(r) => {
+            for d in [&r.ttfo_ms, &r.tpot_reasoning_ms, &r.tpot_answer_ms] {
+                row.extend(dist(d));
+            }
+            row.extend([r.reasoning_tokens.to_string(), r.answer_tokens.to_string()]);
+        }
+        None => row.extend(std::iter::repeat_n(String::new(), REASONING_DISTS.len() * STATS.len() + 2)),
     }
     row
 }

@@ -141,6 +141,7 @@ fn run_section(o: &mut String, i: usize, run: &Run, suffix: &str, budget: usize)
     o.push_str("<h3>Over time</h3>");
     let mut t = charts::time_charts(run, suffix);
     t.push(charts::itl_position_chart(run, suffix));
+    t.extend(charts::call_chart(run, suffix));
     charts_block(o, &t);
     let e = charts::engine_charts(run, suffix);
     if !e.is_empty() {
@@ -211,16 +212,42 @@ fn headline(o: &mut String, run: &Run) {
          <td data-metric=\"total_throughput\" data-stat=\"value\">{:.1}</td></tr></table>",
         s.request_throughput, s.output_throughput, s.total_throughput
     );
+    if let Some(w) = &s.steady {
+        let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        let _ = write!(
+            o,
+            "<table class=\"figures\"><caption>steady state, {:.2}–{:.2} s ({:.0}% of the run, {:.0} in flight)</caption>\
+             <tr><th class=\"l\">requests/s</th><td data-metric=\"steady\" data-stat=\"request_throughput\">{:.2}</td></tr>\
+             <tr><th class=\"l\">output tokens/s</th><td data-metric=\"steady\" data-stat=\"output_throughput\">{:.1}</td></tr>\
+             <tr><th class=\"l\">TTFT p50 / p99, ms</th><td data-metric=\"steady\" data-stat=\"ttft\">{} / {}</td></tr>\
+             <tr><th class=\"l\">TPOT p50, ms</th><td data-metric=\"steady\" data-stat=\"tpot\">{}</td></tr></table>",
+            w.start_ms / 1000.0,
+            w.end_ms / 1000.0,
+            w.share * 100.0,
+            w.level,
+            w.request_throughput,
+            w.output_throughput,
+            f(w.ttft_ms.p50),
+            f(w.ttft_ms.p99),
+            f(w.tpot_ms.p50),
+        );
+    }
     o.push_str(
         "<table class=\"figures latency\"><caption>latency, ms (95% interval)</caption><tr><th class=\"l\">metric</th>\
          <th>p50</th><th>p90</th><th>p99</th><th>mean</th><th>n</th></tr>",
     );
-    for (id, label, d) in [
-        ("ttft_ms", "TTFT", &s.ttft_ms),
-        ("tpot_ms", "TPOT", &s.tpot_ms),
-        ("itl_ms", "ITL", &s.itl_ms),
-        ("e2e_ms", "E2E", &s.e2e_ms),
-    ] {
+    let mut rows = vec![("ttft_ms", "TTFT", &s.ttft_ms)];
+    // a reasoning model: the first answer token, and each phase's pace
+    if let Some(r) = &s.reasoning {
+        rows.push(("ttfo_ms", "TTFO (first answer token)", &r.ttfo_ms));
+    }
+    rows.push(("tpot_ms", "TPOT", &s.tpot_ms));
+    if let Some(r) = &s.reasoning {
+        rows.push(("tpot_reasoning_ms", "TPOT, reasoning", &r.tpot_reasoning_ms));
+        rows.push(("tpot_answer_ms", "TPOT, answer", &r.tpot_answer_ms));
+    }
+    rows.extend([("itl_ms", "ITL", &s.itl_ms), ("e2e_ms", "E2E", &s.e2e_ms)]);
+    for (id, label, d) in rows {
         let cell = |stat: &str, v: Option<f64>, ci: Option<[Option<f64>; 2]>| {
             let v = v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
             let ci = ci.map_or(String::new(), |[lo, hi]| {

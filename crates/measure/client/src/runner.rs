@@ -107,6 +107,8 @@ pub struct RunOutcome {
     pub streams_left_open: u64,
     /// Requests resent on connections the server had given up, and keep-alive.
     pub connections: goodput_metrics::ConnectionReuse,
+    /// Why the run was called over-saturated (`--stop-over-saturated`), when it was.
+    pub over_saturation: Option<String>,
 }
 
 /// Sessions the generator thread prepares ahead of the load.
@@ -199,7 +201,7 @@ impl Shared {
     }
 
     fn after_stop(self: &Arc<Self>, reason: StopReason) {
-        if matches!(reason, StopReason::Interrupted | StopReason::MaxErrors)
+        if matches!(reason, StopReason::Interrupted | StopReason::MaxErrors | StopReason::OverSaturated)
             && !self.grace_started.swap(true, Ordering::SeqCst)
         {
             let me = Arc::clone(self);
@@ -348,6 +350,7 @@ pub async fn run_into(
     let s = Arc::clone(&shared);
     let bookkeeping = tokio::task::spawn_blocking(move || s.books.close(deadline)).await.unwrap_or_default();
     drop(generator);
+    let over_saturation = shared.driver.lock().expect("lock").machine.over_saturation().map(str::to_string);
 
     RunOutcome {
         records: Vec::new(),
@@ -360,6 +363,7 @@ pub async fn run_into(
         streams_open_after_done: shared.ep.after_done.drained(),
         streams_left_open: shared.ep.after_done.left_open(),
         connections: shared.ep.connections.stats(&shared.ep.client, shared.ep.clock),
+        over_saturation,
     }
 }
 
@@ -448,7 +452,8 @@ async fn request_task(s: Arc<Shared>, mut r: Request) {
         let ok = ex.is_success();
         // no tokenizer runs here: the conversation's length comes from the server or the events
         let reply = if ok && r.more_turns { ex.reply() } else { String::new() };
-        let finished = Finished { ok, output_tokens: ex.answer_tokens_estimate(), reply };
+        let first_token_s = rec.first_event_ms().map(|ms| ms / 1000.0);
+        let finished = Finished { ok, output_tokens: ex.answer_tokens_estimate(), reply, first_token_s };
         s.books.submit(ex);
         match s.finish_and_next(r.id, end_s, finished) {
             Some(next) => r = next,
@@ -461,7 +466,12 @@ fn body_for(s: &Shared, r: &Request) -> Bytes {
     let cfg = &s.cfg;
     let mut extra = cfg.extra_body.clone();
     if cfg.send_seed {
-        extra.get_or_insert_with(Default::default).insert("seed".into(), r.seed.into());
+        let e = extra.get_or_insert_with(Default::default);
+        e.insert("seed".into(), r.seed.into());
+        // the engine model is told how long to think (a real reasoning model decides itself)
+        if r.reasoning_tokens > 0 {
+            e.insert("reasoning_tokens".into(), r.reasoning_tokens.into());
+        }
     }
     let messages = &r.messages;
     let body = request_body(
@@ -469,7 +479,7 @@ fn body_for(s: &Shared, r: &Request) -> Bytes {
         &cfg.model,
         messages,
         || messages.iter().map(|m| m.content.as_str()).collect::<String>(),
-        r.max_tokens,
+        r.total_tokens(),
         cfg.sending.ignore_eos,
         extra.as_ref(),
     );

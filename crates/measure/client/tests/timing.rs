@@ -201,3 +201,73 @@ fn an_event_is_stamped_when_its_bytes_arrived_not_when_the_client_read_them() {
     assert_close("TTFT", m.ttft.unwrap(), 50.0, 3.0);
     assert_close("first chunk written − stamped", r.event_ms[0] - out.clock.ms(s.chunk_times[0]), 0.0, 1.0);
 }
+
+/// A reasoning model's stream, three ways: 20 thinking events from 50 ms, then 10 answer events,
+/// one every 10 ms. TTFT is the first thinking token (50 ms), TTFO the first answer token
+/// (50 + 20 · 10 = 250 ms), and each phase's TPOT 10 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_streams_time_the_first_answer_token() {
+    let _serial = timing_lock();
+    for how in ["reasoning_content", "reasoning", "think-tags"] {
+        let server = ScriptedServer::start(move |_| goodput_testkit::reasoning_stream(50.0, 10.0, 20, 10, how)).await;
+        let mut ep = endpoint(&server.url(), Api::Chat, Timeouts::default());
+        if how == "think-tags" {
+            ep.reasoning = goodput_client::reasoning::ReasoningParser::ThinkTags;
+        }
+        let out = run_within(Duration::from_secs(20), ep, config(4, 1), workload(16, 30)).await;
+        let m: Vec<RequestMetrics> = out.records.iter().map(RequestMetrics::of).collect();
+        let ttft: Vec<f64> = m.iter().map(|m| m.ttft.unwrap()).collect();
+        let ttfo: Vec<f64> = m.iter().map(|m| m.ttfo.unwrap()).collect();
+        assert_mostly_close(&format!("{how}: TTFT"), &ttft, 50.0, 2.0, 0.75);
+        assert_mostly_close(&format!("{how}: TTFO"), &ttfo, 250.0, 2.0, 0.75);
+        for (r, m) in out.records.iter().zip(&m) {
+            assert!(r.is_success(), "{how}: {:?}", r.error);
+            assert_eq!(r.reasoning_events, Some(20), "{how}");
+            assert_eq!(r.output_tokens, Some(30));
+            assert_close(&format!("{how}: TPOT reasoning"), m.tpot_reasoning.unwrap(), 10.0, 2.0);
+            assert_close(&format!("{how}: TPOT answer"), m.tpot_answer.unwrap(), 10.0, 2.0);
+            assert!(!r.think_unclosed);
+            if how == "think-tags" {
+                // no server count: ours, of "<think> hmm … hmm</think>"
+                assert_eq!(r.reasoning_tokens_source, Some(TokenSource::Tokenizer));
+                assert!(r.reasoning_tokens.unwrap() >= 20, "{:?}", r.reasoning_tokens);
+            } else {
+                assert_eq!((r.reasoning_tokens, r.reasoning_tokens_source), (Some(20), Some(TokenSource::Server)));
+                assert_eq!(r.reasoning_tokens_client, Some(20), "one token per \" hmm\"");
+            }
+        }
+        let s = summarize(&out.records, &SummaryOptions::new());
+        let r = s.reasoning.expect("a reasoning summary");
+        assert_eq!((r.requests, r.unanswered), (4, 0));
+        assert_close(&format!("{how}: TTFO p50"), r.ttfo_ms.p50.unwrap(), 250.0, 2.0);
+        assert_eq!(r.answer_tokens + r.reasoning_tokens, 4 * 30);
+    }
+}
+
+/// A `<think>` that is never closed: the whole output is reasoning, no TTFO, one warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unclosed_think_tag_is_warned_once_per_run() {
+    // three events inside <think>, never closed
+    let script = |_| {
+        let mut s = vec![Step::SseHead];
+        for (i, w) in ["<think> a", " b", " c"].iter().enumerate() {
+            s.push(Step::At(5.0 + i as f64));
+            s.push(Step::Chunk(sse::chat(w)));
+        }
+        s.extend([Step::Chunk(sse::usage(4, 3)), Step::Chunk(sse::done()), Step::End]);
+        s
+    };
+    let server = ScriptedServer::start(script).await;
+    let mut ep = endpoint(&server.url(), Api::Chat, Timeouts::default());
+    ep.reasoning = goodput_client::reasoning::ReasoningParser::ThinkTags;
+    let out = run_within(Duration::from_secs(20), ep, config(5, 1), workload(16, 3)).await;
+    for r in &out.records {
+        assert!(r.think_unclosed && r.reasoning_events == Some(3), "{r:?}");
+        assert_eq!(RequestMetrics::of(r).ttfo, None);
+    }
+    let s = summarize(&out.records, &SummaryOptions::new());
+    let warned: Vec<_> = s.warnings.iter().filter(|w| w.code.as_str() == "think_unclosed").collect();
+    assert_eq!(warned.len(), 1, "{:?}", s.warnings);
+    assert!(warned[0].message.starts_with("5 of 5 reasoning requests opened <think>"), "{}", warned[0].message);
+    assert_eq!(s.reasoning.unwrap().unanswered, 5);
+}

@@ -84,6 +84,21 @@ pub mod sse {
             serde_json::json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
         )
     }
+    /// A chat chunk carrying reasoning (`delta.reasoning_content`, or `delta.reasoning`).
+    pub fn chat_reasoning(text: &str, field: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {field: text}}]})
+        )
+    }
+    /// Usage with `completion_tokens_details.reasoning_tokens`.
+    pub fn usage_reasoning(prompt: u64, completion: u64, reasoning: u64) -> String {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion, "completion_tokens_details": {"reasoning_tokens": reasoning}}})
+        )
+    }
     pub fn done() -> String {
         "data: [DONE]\n\n".to_string()
     }
@@ -102,6 +117,37 @@ pub fn steady_stream(first_ms: f64, gap_ms: f64, n: usize, chat: bool) -> Script
         s.push(Step::Chunk(w));
     }
     s.push(Step::Chunk(sse::usage(10, n as u64)));
+    s.push(Step::Chunk(sse::done()));
+    s.push(Step::End);
+    s
+}
+
+/// A reasoning model's stream with known timing: `thinking` reasoning events from `first_ms`
+/// on, then `answer` answer events, one every `gap_ms`, each one word. `how`: `"reasoning_content"`
+/// or `"reasoning"` (chat fields), or `"think-tags"` (all in `delta.content`, the thinking between
+/// `<think>` and `</think>`, each tag in the event it opens or closes).
+pub fn reasoning_stream(first_ms: f64, gap_ms: f64, thinking: usize, answer: usize, how: &str) -> Script {
+    let mut s = vec![Step::SseHead, Step::Chunk(sse::chat_role())];
+    for i in 0..thinking + answer {
+        s.push(Step::At(first_ms + gap_ms * i as f64));
+        let chunk = match how {
+            "think-tags" => {
+                let word = if i < thinking { " hmm" } else { " yes" };
+                let open = if i == 0 && thinking > 0 { "<think>" } else { "" };
+                let close = if thinking > 0 && i + 1 == thinking { "</think>" } else { "" };
+                sse::chat(&format!("{open}{word}{close}"))
+            }
+            field if i < thinking => sse::chat_reasoning(" hmm", field),
+            _ => sse::chat(" yes"),
+        };
+        s.push(Step::Chunk(chunk));
+    }
+    let n = (thinking + answer) as u64;
+    s.push(Step::Chunk(if how == "think-tags" {
+        sse::usage(10, n)
+    } else {
+        sse::usage_reasoning(10, n, thinking as u64)
+    }));
     s.push(Step::Chunk(sse::done()));
     s.push(Step::End);
     s

@@ -54,6 +54,8 @@ pub use fitted::{Fitted, FittedStep};
 pub use hint::prefetch;
 pub use kv::block_hashes;
 pub use preset::Given;
-pub use serving::{Emit, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine, StepOut, output_length};
+pub use serving::{
+    Emit, EngineRequest, EngineStats, Gauges, Reject, SeqId, ServingEngine, StepOut, output_length, reasoned_length,
+};
 pub use spec::EngineSpec;
 pub use topology::{Disaggregation, Link, Router, TransferStats};

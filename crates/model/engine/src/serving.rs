@@ -49,6 +49,20 @@ pub fn output_length(seed: u64, min: u32, max: u32, ignore_eos: bool) -> u32 {
     rng.random_range(min.clamp(1, max)..=max)
 }
 
+/// A reasoning request's lengths: it thinks `reasoning` tokens (at most `max`), then answers at
+/// its natural length within what `max` leaves (`min` counts both, as a server's `min_tokens`
+/// does). Returns `(reasoning, total)`; `total − reasoning` is the answer (0: the budget ran out
+/// while it was still thinking).
+pub fn reasoned_length(seed: u64, min: u32, max: u32, reasoning: u32, ignore_eos: bool) -> (u32, u32) {
+    let max = max.max(1);
+    let r = reasoning.min(max);
+    if r == max {
+        return (r, max);
+    }
+    let answer = output_length(seed, min.saturating_sub(r), max - r, ignore_eos);
+    (r, r + answer)
+}
+
 /// Tokens delivered to one sequence at the end of an iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Emit {
@@ -257,4 +271,25 @@ pub enum Reject {
     OverCapacity { tokens: u64, limit: u64 },
     #[error("the waiting queue is full ({limit} requests waiting; --max-waiting raises the bound)")]
     QueueFull { limit: usize },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_then_the_answer_within_max_tokens() {
+        // forced lengths: 512 reasoning and a 64-token answer in a budget of 576
+        assert_eq!(reasoned_length(1, 576, 576, 512, true), (512, 576));
+        // the budget runs out while thinking: no answer
+        assert_eq!(reasoned_length(1, 0, 300, 512, true), (300, 300));
+        // no reasoning: the plain output length
+        assert_eq!(reasoned_length(7, 1, 40, 0, false), (0, output_length(7, 1, 40, false)));
+        // a natural stop: the answer is drawn within what is left, after all the reasoning
+        for seed in 0..50 {
+            let (r, total) = reasoned_length(seed, 1, 100, 60, false);
+            assert_eq!(r, 60);
+            assert!((61..=100).contains(&total), "{total}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use goodput_engine::{EngineRequest, Reject, SeqId, block_hashes, output_length};
+use goodput_engine::{EngineRequest, Reject, SeqId, block_hashes, reasoned_length};
 use goodput_tokenizer::Tokenizer;
 use goodput_wire::Api;
 use http_body_util::BodyExt;
@@ -224,7 +224,15 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
     let seed = r.seed.unwrap_or(m.cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let rng = ChaCha8Rng::seed_from_u64(seed);
     let max_tokens = max_tokens.min(u32::MAX as u64);
-    let output = output_length(seed, r.min_tokens, max_tokens as u32, r.ignore_eos);
+    // a reasoning model thinks first (as the request says, else as the server's model does),
+    // then answers within what max_tokens leaves
+    let think = r.reasoning_tokens.or_else(|| {
+        m.cfg.reasoning_tokens.as_ref().map(|d| {
+            let mut g = ChaCha8Rng::seed_from_u64(seed ^ 0x7265_6173_6f6e);
+            d.sample(&mut g)
+        })
+    });
+    let (reasoning, output) = reasoned_length(seed, r.min_tokens, max_tokens as u32, think.unwrap_or(0), r.ignore_eos);
     let ereq = EngineRequest {
         prompt_tokens: prompt.min(u32::MAX as u64) as u32,
         output_tokens: output,
@@ -249,6 +257,7 @@ async fn generate(s: AppState, endpoint: Api, req: Request) -> Result<Response, 
         arrived,
         last: None,
         generated: 0,
+        reasoning: reasoning as u64,
         max_tokens,
         prompt,
         include_usage: r.include_usage,
@@ -324,8 +333,9 @@ async fn respond(stream: TokenStream, streaming: bool, prompt: u64) -> Result<Re
             .into_response())
     } else {
         let mut st = stream;
-        let (text, finish) = st.collect().await?;
-        let full = st.chunks.full(&text, finish, prompt, st.generated);
+        let (reasoning, text, finish) = st.collect().await?;
+        let thought = st.reasoning.min(st.generated);
+        let full = st.chunks.full_with((&reasoning, thought), &text, finish, prompt, st.generated);
         Ok(axum::Json(full).into_response())
     }
 }

@@ -64,6 +64,9 @@ pub struct GenRequest {
     pub include_usage: bool,
     /// The request's own random seed (OpenAI's `seed`): its natural stop and its words.
     pub seed: Option<u64>,
+    /// goodput's extension: how many tokens the model thinks before it answers (`max_tokens`
+    /// counts them). A real reasoning model decides this itself; the engine model is told.
+    pub reasoning_tokens: Option<u32>,
 }
 
 /// The chat roles a message may have.
@@ -181,6 +184,7 @@ pub fn parse(endpoint: Api, body: &[u8]) -> Result<GenRequest, ApiError> {
         stream: boolean(&v, "stream")?,
         include_usage,
         seed: seed(&v)?,
+        reasoning_tokens: uint(&v, "reasoning_tokens")?,
     })
 }
 
@@ -317,14 +321,38 @@ impl Chunks {
 
     /// Generated text, with the finish reason on the last one.
     pub fn text(&self, text: &str, finish: Option<&str>) -> String {
-        let mut s = self.start(text.len() + 8);
+        self.parts("", text, finish)
+    }
+
+    /// Generated reasoning and answer text (either may be empty), with the finish reason on the
+    /// last chunk: chat streams the reasoning as `delta.reasoning_content` (as vLLM's reasoning
+    /// parsers do); completions have no field for it, so the caller wraps it in `<think>` tags.
+    pub fn parts(&self, reasoning: &str, text: &str, finish: Option<&str>) -> String {
+        let mut s = self.start(reasoning.len() + text.len() + 8);
         match self.endpoint {
-            Api::Completions => s.push_str("{\"index\":0,\"text\":"),
-            Api::Chat => s.push_str("{\"index\":0,\"delta\":{\"content\":"),
-        }
-        push_json_str(&mut s, text);
-        if self.endpoint == Api::Chat {
-            s.push('}');
+            Api::Completions => {
+                s.push_str("{\"index\":0,\"text\":");
+                if reasoning.is_empty() {
+                    push_json_str(&mut s, text);
+                } else {
+                    push_json_str(&mut s, &format!("{reasoning}{text}"));
+                }
+            }
+            Api::Chat => {
+                s.push_str("{\"index\":0,\"delta\":{");
+                if !reasoning.is_empty() {
+                    s.push_str("\"reasoning_content\":");
+                    push_json_str(&mut s, reasoning);
+                }
+                if !text.is_empty() || reasoning.is_empty() {
+                    if !reasoning.is_empty() {
+                        s.push(',');
+                    }
+                    s.push_str("\"content\":");
+                    push_json_str(&mut s, text);
+                }
+                s.push('}');
+            }
         }
         s.push_str(",\"logprobs\":null,\"finish_reason\":");
         match finish {
@@ -336,20 +364,39 @@ impl Chunks {
     }
 
     pub fn usage(&self, prompt: u64, completion: u64) -> String {
+        self.usage_with(prompt, completion, 0)
+    }
+
+    /// Usage with `completion_tokens_details.reasoning_tokens` when the model reasoned.
+    pub fn usage_with(&self, prompt: u64, completion: u64, reasoning: u64) -> String {
         use std::fmt::Write;
         let mut s = self.start(0);
+        let details = if reasoning > 0 {
+            format!(",\"completion_tokens_details\":{{\"reasoning_tokens\":{reasoning}}}")
+        } else {
+            String::new()
+        };
         let _ = write!(
             s,
-            "],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}}}}}\n\n",
+            "],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{}{details}}}}}\n\n",
             prompt + completion
         );
         s
     }
 
-    /// The whole response of a non-streaming request.
+    /// The whole response of a non-streaming request (`reasoning`: its thinking and tokens).
     pub fn full(&self, text: &str, finish: &str, prompt: u64, completion: u64) -> Value {
+        self.full_with(("", 0), text, finish, prompt, completion)
+    }
+
+    pub fn full_with(&self, reasoning: (&str, u64), text: &str, finish: &str, prompt: u64, completion: u64) -> Value {
         let choice = match self.endpoint {
-            Api::Completions => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+            Api::Completions => {
+                json!({"index": 0, "text": format!("{}{text}", reasoning.0), "logprobs": null, "finish_reason": finish})
+            }
+            Api::Chat if !reasoning.0.is_empty() => json!({"index": 0,
+                "message": {"role": "assistant", "reasoning_content": reasoning.0, "content": text},
+                "logprobs": null, "finish_reason": finish}),
             Api::Chat => {
                 json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": finish})
             }
@@ -358,8 +405,12 @@ impl Chunks {
             Api::Completions => "text_completion",
             Api::Chat => "chat.completion",
         };
+        let mut usage = usage(prompt, completion);
+        if reasoning.1 > 0 {
+            usage["completion_tokens_details"] = json!({"reasoning_tokens": reasoning.1});
+        }
         json!({"id": self.id, "object": object, "created": self.created, "model": self.model,
-               "choices": [choice], "usage": usage(prompt, completion)})
+               "choices": [choice], "usage": usage})
     }
 }
 
@@ -450,6 +501,23 @@ mod tests {
             assert_eq!(e.status, StatusCode::BAD_REQUEST);
             assert!(e.message.contains(needle), "{needle}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn reasoning_chunks() {
+        let c = Chunks::new("c".into(), 1, "m".into(), Api::Chat);
+        let j = |s: String| -> Value { serde_json::from_str(s.trim().strip_prefix("data: ").unwrap()).unwrap() };
+        let t = j(c.parts(" think", "", None));
+        assert_eq!(t["choices"][0]["delta"], json!({"reasoning_content": " think"}));
+        let t = j(c.parts(" a", " b", Some("stop")));
+        assert_eq!(t["choices"][0]["delta"], json!({"reasoning_content": " a", "content": " b"}));
+        let u = j(c.usage_with(3, 9, 7));
+        assert_eq!(u["usage"]["completion_tokens_details"]["reasoning_tokens"], 7);
+        assert!(j(c.usage(3, 9))["usage"].get("completion_tokens_details").is_none());
+        let r = parse(Api::Chat, br#"{"model":"m","messages":[{"role":"user","content":"x"}],"reasoning_tokens":5}"#);
+        assert_eq!(r.unwrap().reasoning_tokens, Some(5));
+        let e = parse(Api::Chat, br#"{"model":"m","messages":[{"role":"user","content":"x"}],"reasoning_tokens":-1}"#);
+        assert!(e.unwrap_err().message.contains("`reasoning_tokens`"));
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub struct ServerConfig {
     /// closed (slowloris).
     #[serde(skip)]
     pub header_timeout: std::time::Duration,
+    /// How long the served model thinks before it answers, per request (`serve
+    /// --reasoning-tokens`; drawn from each request's seed) when the request does not say
+    /// (`reasoning_tokens`). `None`: it answers at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<goodput_workload::LengthDist>,
 }
 
 /// The default of [`ServerConfig::header_timeout`].
@@ -46,6 +51,7 @@ impl ServerConfig {
             trace: false,
             nice: 0,
             header_timeout: HEADER_TIMEOUT,
+            reasoning_tokens: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::driver::TokenEvent;
 use crate::openai::{ApiError, Chunks};
 use crate::state::{AppState, Trace};
+use goodput_wire::Api;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -28,6 +29,8 @@ pub(crate) struct TokenStream {
     pub(crate) arrived: Instant,
     pub(crate) last: Option<Instant>,
     pub(crate) generated: u64,
+    /// The first tokens that are reasoning (streamed as reasoning, not as the answer).
+    pub(crate) reasoning: u64,
     pub(crate) max_tokens: u64,
     pub(crate) prompt: u64,
     pub(crate) include_usage: bool,
@@ -57,9 +60,11 @@ impl TokenStream {
     }
 
     /// Waits for the next engine event (merged with those queued behind it: [`merge_ready`]);
-    /// returns its text, its tokens, whether it was the last, and when the engine released the
-    /// first of them.
-    async fn tokens(&mut self) -> Option<(String, u32, bool, Instant)> {
+    /// returns its reasoning text, its answer text, its tokens, whether it was the last, and
+    /// when the engine released the first of them. Completions have no field for reasoning: it
+    /// goes in the text between `<think>` and `</think>`, as from a server without a reasoning
+    /// parser.
+    async fn tokens(&mut self) -> Option<(String, String, u32, bool, Instant)> {
         let first = self.rx.recv().await?;
         let (n, finished, at) = merge_ready(first, &mut self.rx);
         let now = Instant::now();
@@ -69,12 +74,24 @@ impl TokenStream {
         }
         m.tokens(n, self.last.map(|p| now.duration_since(p).as_secs_f64()));
         self.last = Some(now);
+        let before = self.generated;
         self.generated += n as u64;
         if finished {
             self.done = true;
             m.finished(now.duration_since(self.arrived).as_secs_f64());
         }
-        Some((self.words(n), n, finished, at))
+        let thinking = self.reasoning.saturating_sub(before).min(n as u64) as u32;
+        let mut reasoning = self.words(thinking);
+        let answer = self.words(n - thinking);
+        if self.chunks.endpoint == Api::Completions && thinking > 0 {
+            if before == 0 {
+                reasoning.insert_str(0, "<think>");
+            }
+            if before + thinking as u64 == self.reasoning {
+                reasoning.push_str("</think>");
+            }
+        }
+        Some((reasoning, answer, n, finished, at))
     }
 
     fn finish_reason(&self) -> &'static str {
@@ -96,17 +113,18 @@ impl TokenStream {
                 Some(Bytes::from(self.chunks.role()))
             }
             Phase::Tokens => {
-                let (text, n, last, released) = self.tokens().await?;
+                let (reasoning, text, n, last, released) = self.tokens().await?;
                 if last {
                     self.phase = if self.include_usage { Phase::Usage } else { Phase::Done };
                 }
-                let chunk = self.chunks.text(&text, last.then(|| self.finish_reason()));
+                let chunk = self.chunks.parts(&reasoning, &text, last.then(|| self.finish_reason()));
                 self.emitted(n, released);
                 Some(Bytes::from(chunk))
             }
             Phase::Usage => {
                 self.phase = Phase::Done;
-                Some(Bytes::from(self.chunks.usage(self.prompt, self.generated)))
+                let reasoning = self.reasoning.min(self.generated);
+                Some(Bytes::from(self.chunks.usage_with(self.prompt, self.generated, reasoning)))
             }
             Phase::Done => {
                 self.phase = Phase::End;
@@ -116,15 +134,16 @@ impl TokenStream {
         }
     }
 
-    /// A non-streaming response: all the text and the finish reason.
-    pub(crate) async fn collect(&mut self) -> Result<(String, &'static str), ApiError> {
-        let mut text = String::new();
+    /// A non-streaming response: all the reasoning, the answer and the finish reason.
+    pub(crate) async fn collect(&mut self) -> Result<(String, String, &'static str), ApiError> {
+        let (mut reasoning, mut text) = (String::new(), String::new());
         loop {
             match self.tokens().await {
-                Some((t, _, last, _)) => {
+                Some((r, t, _, last, _)) => {
+                    reasoning.push_str(&r);
                     text.push_str(&t);
                     if last {
-                        return Ok((text, self.finish_reason()));
+                        return Ok((reasoning, text, self.finish_reason()));
                     }
                 }
                 None => return Err(ApiError::unavailable("the engine stopped before the request finished")),

@@ -13,7 +13,7 @@ pub mod calibration;
 
 use std::collections::VecDeque;
 
-use goodput_engine::{Emit, EngineRequest, EngineStats, ServingEngine, block_hashes, output_length};
+use goodput_engine::{Emit, EngineRequest, EngineStats, ServingEngine, block_hashes, reasoned_length};
 use goodput_metrics::{ErrorClass, RequestError, RequestRecord, StopReason, TokenSource};
 use goodput_workload::{Finished, LoadMachine, Next, Request, Sending, Workload};
 
@@ -29,6 +29,8 @@ pub struct SimOutcome {
     /// Virtual time at the end, seconds.
     pub end_s: f64,
     pub stop: StopReason,
+    /// Why the run was called over-saturated (`--stop-over-saturated`), when it was.
+    pub over_saturation: Option<String>,
 }
 
 impl SimOutcome {
@@ -52,7 +54,7 @@ pub fn simulate(engine: &mut dyn ServingEngine, cfg: &SimConfig, workload: Workl
         None
     });
     records.sort_by_key(|r| r.id);
-    SimOutcome { records, stats: end.stats, end_s: end.end_s, stop: end.stop }
+    SimOutcome { records, stats: end.stats, end_s: end.end_s, stop: end.stop, over_saturation: end.over_saturation }
 }
 
 /// How a simulation whose records went to a sink ended.
@@ -62,6 +64,8 @@ pub struct SimEnd {
     /// Virtual time at the end, seconds.
     pub end_s: f64,
     pub stop: StopReason,
+    /// Why the run was called over-saturated (`--stop-over-saturated`), when it was.
+    pub over_saturation: Option<String>,
 }
 
 /// Runs the workload like [`simulate`], handing each record to `sink` as its request finishes
@@ -220,6 +224,9 @@ impl<'a> Sim<'a> {
             (r.event_ms, r.event_tokens) = std::mem::take(&mut self.spare);
         }
         track.fill(&mut r, &self.log, self.log_base);
+        if let Some(k) = r.requested_reasoning_tokens {
+            r.reasoning_events = Some(reasoning_events(&r.event_tokens, k));
+        }
         Some(r)
     }
 
@@ -257,6 +264,15 @@ impl<'a> Sim<'a> {
         out
     }
 
+    fn end(&self, engine: &dyn ServingEngine, end_s: f64, stop: StopReason) -> SimEnd {
+        SimEnd {
+            stats: engine.stats(),
+            end_s,
+            stop,
+            over_saturation: self.machine.over_saturation().map(str::to_string),
+        }
+    }
+
     fn run(mut self, engine: &mut dyn ServingEngine) -> SimEnd {
         let mut t = 0.0f64;
         loop {
@@ -280,7 +296,12 @@ impl<'a> Sim<'a> {
             let wait = loop {
                 if self.machine.in_flight() as u64 > self.saturation {
                     self.cancel_unfinished(t);
-                    return SimEnd { stats: engine.stats(), end_s: t, stop: StopReason::Saturated };
+                    return self.end(engine, t, StopReason::Saturated);
+                }
+                if self.machine.stopped() == Some(StopReason::OverSaturated) {
+                    // as a measured run: what is in flight is cancelled, not drained
+                    self.cancel_unfinished(t);
+                    return self.end(engine, t, StopReason::OverSaturated);
                 }
                 match self.machine.next(t) {
                     Next::Send(r) => self.send(engine, *r),
@@ -290,7 +311,7 @@ impl<'a> Sim<'a> {
                         for r in self.flush() {
                             self.hand_over(r);
                         }
-                        return SimEnd { stats: engine.stats(), end_s: t, stop };
+                        return self.end(engine, t, stop);
                     }
                 }
             };
@@ -305,7 +326,7 @@ impl<'a> Sim<'a> {
         }
         self.fail_unfinished(t);
         let stop = self.machine.stopped().unwrap_or_default();
-        SimEnd { stats: engine.stats(), end_s: t, stop }
+        self.end(engine, t, stop)
     }
 
     /// Ends, as failed, requests the engine left unfinished although nothing more would happen.
@@ -342,7 +363,18 @@ impl<'a> Sim<'a> {
             r.output_tokens = Some(n);
             r.output_tokens_source = Some(TokenSource::Server);
             r.finish_reason = Some(if Some(n) == r.requested_output_tokens { "length" } else { "stop" }.into());
-            self.machine.finished(e.seq, t, Finished { ok: true, output_tokens: n, reply: String::new() });
+            // a reasoning model's thinking comes first; a conversation resends the answer alone
+            let reasoning = r.requested_reasoning_tokens.map(|k| k.min(n));
+            if reasoning.is_some() {
+                (r.reasoning_tokens, r.reasoning_tokens_source) = (reasoning, Some(TokenSource::Server));
+            }
+            let answer = n - reasoning.unwrap_or(0);
+            let first_token_s = self.tracks[i].runs().next().map(|run| self.log[(run.start - self.log_base) as usize]);
+            self.machine.finished(
+                e.seq,
+                t,
+                Finished { ok: true, output_tokens: answer, reply: String::new(), first_token_s },
+            );
             self.finish(e.seq);
         }
     }
@@ -359,17 +391,18 @@ impl<'a> Sim<'a> {
             ..r.record()
         };
         debug_assert_eq!(self.base + self.records.len() as u64, r.id, "ids are dense, in send order");
-        let output = output_length(r.seed, 1, r.max_tokens, self.cfg.ignore_eos);
+        // a server's max_tokens counts the reasoning and the answer
+        let (reasoning, output) = reasoned_length(r.seed, 1, r.total_tokens(), r.reasoning_tokens, self.cfg.ignore_eos);
         let req = EngineRequest {
             prompt_tokens: r.input_tokens.min(u32::MAX as u64) as u32,
             output_tokens: output,
-            max_tokens: r.max_tokens,
+            max_tokens: r.total_tokens(),
             seed: r.seed,
             frontend_seed: match r.user {
                 Some(u) => goodput_workload::seed::mix(&[self.cfg.seed, u as u64, r.scheduled_s.to_bits()]),
                 None => r.seed,
             },
-            block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, output, bs)).unwrap_or_default(),
+            block_hashes: engine.prefix_block_size().map(|bs| hashes(&r, reasoning, output, bs)).unwrap_or_default(),
             kv_ready: false,
         };
         self.tracks.push_back(Track::new(self.log_base + self.log.len() as u64));
@@ -389,12 +422,29 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// The request's block hashes at the engine's block size: its prompt's segments, then its reply
-/// (whose content id the next turn of its session will repeat).
-fn hashes(r: &Request, output: u32, block_size: u32) -> Vec<u64> {
+/// The request's block hashes at the engine's block size: its prompt's segments, then its
+/// reasoning (content of its own: a conversation does not resend it), then its answer (whose
+/// content id the next turn of its session will repeat).
+fn hashes(r: &Request, reasoning: u32, output: u32, block_size: u32) -> Vec<u64> {
     let mut segs: Vec<(u64, u32)> = r.segments.iter().map(|s| (s.id, s.tokens)).collect();
-    segs.push((r.reply_segment, output));
+    if reasoning > 0 {
+        segs.push((goodput_workload::seed::mix(&[r.reply_segment, 0x0074_6869_6e6b]), reasoning));
+    }
+    segs.push((r.reply_segment, output - reasoning));
     block_hashes(&segs, block_size)
+}
+
+/// The events of a stream whose first `reasoning` tokens are reasoning, before the first event
+/// that carries an answer token (all of them when none does).
+pub fn reasoning_events(event_tokens: &[u32], reasoning: u64) -> u32 {
+    let mut seen = 0u64;
+    for (k, &m) in event_tokens.iter().enumerate() {
+        seen += m as u64;
+        if seen > reasoning {
+            return k as u32;
+        }
+    }
+    event_tokens.len() as u32
 }
 
 #[cfg(test)]

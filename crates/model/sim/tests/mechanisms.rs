@@ -25,7 +25,12 @@ fn spec(input: LengthDist, output: LengthDist) -> WorkloadSpec {
 fn sim(cfg: &EngineConfig, load: Load, requests: u64, spec: WorkloadSpec) -> SimOutcome {
     let mut engine: Box<dyn ServingEngine> = build(cfg).unwrap();
     let c = SimConfig {
-        bounds: goodput_workload::Bounds { requests: Some(requests), duration_s: None, max_errors: None },
+        bounds: goodput_workload::Bounds {
+            requests: Some(requests),
+            duration_s: None,
+            max_errors: None,
+            over_saturation_ms: None,
+        },
         seed: 7,
         shard: None,
         ignore_eos: true,

@@ -205,7 +205,35 @@ fn record(i: usize, l: &Line, t0: i128, multi_turn: bool) -> Result<RequestRecor
     r.output_tokens_client = osl.map(|x| x as u64);
     (r.output_tokens, r.output_tokens_source) = token_count(usage_out, osl);
     add_token_events(f, l.m, ms(sent), &mut r)?;
+    add_reasoning(f, l.m, ms(sent), &mut r)?;
     Ok(r)
+}
+
+/// A reasoning record: AIPerf's `reasoning_token_count` (its tokenizer's count of the reasoning
+/// text) and `time_to_first_output_token` (the first non-reasoning chunk): the reasoning events
+/// are the chunks before that time.
+fn add_reasoning(f: &Fields, m: &Value, sent_ms: f64, r: &mut RequestRecord) -> Result<(), ImportError> {
+    let tokens = metric(f, m, "reasoning_token_count", "tokens")?.filter(|&n| n > 0.0);
+    let ttfo = metric(f, m, "time_to_first_output_token", "ms")?;
+    if tokens.is_none() && ttfo.is_none() {
+        return Ok(());
+    }
+    let at = ttfo.map(|t| round_ns(sent_ms + t));
+    // the first chunk at or after the first output token (a ns of rounding allowed)
+    let k = match at {
+        Some(t) => r.event_ms.iter().position(|&e| e >= t - 1e-6).unwrap_or(r.event_ms.len()),
+        None => r.event_ms.len(),
+    };
+    if tokens.is_none() && k == 0 {
+        return Ok(()); // TTFO is TTFT: no reasoning
+    }
+    r.reasoning_events = Some(k as u32);
+    r.reasoning_tokens_client = tokens.map(|n| n as u64);
+    (r.reasoning_tokens, r.reasoning_tokens_source) = match tokens {
+        Some(n) => (Some(n as u64), Some(TokenSource::Tokenizer)),
+        None => (Some(k as u64), Some(TokenSource::Tokenizer)),
+    };
+    Ok(())
 }
 
 /// A token count and where it came from: the server's usage when given, else the client's count.
@@ -333,6 +361,20 @@ fn aggregate_summary(f: &Fields, v: &Value) -> Result<(Summary, Option<f64>), Im
         e2e_ms: d("request_latency")?,
         ..Default::default()
     };
+    // a reasoning run (AIPerf reports TTFO for every streamed run: it is TTFT where nothing reasoned)
+    let ttfo = d("time_to_first_output_token")?;
+    let reasoning = avg("total_reasoning_tokens")?;
+    if reasoning.is_some_and(|n| n > 0.0) {
+        let reasoning_tokens = reasoning.unwrap_or(0.0) as u64;
+        s.reasoning = Some(goodput_metrics::summary::ReasoningSummary {
+            requests: ttfo.n,
+            reasoning_tokens,
+            answer_tokens: s.output_tokens.saturating_sub(reasoning_tokens),
+            ttfo_ms: ttfo,
+            reasoning_tokens_per_request: d("reasoning_token_count")?,
+            ..Default::default()
+        });
+    }
     let concurrency_avg = avg("effective_concurrency")?;
     s.mean_concurrency = concurrency_avg.unwrap_or(0.0);
     if let Some(errors) = v.get("error_summary").and_then(Value::as_array) {
@@ -439,6 +481,29 @@ mod tests {
         // scheduled (credit) before sent: client queue known
         assert!(s.client_queue_ms.n == 3 && s.client_queue_ms.min.unwrap() > 0.0);
         assert!(r.started_at.as_deref().unwrap().starts_with("2026-12-03T10:09:49"));
+    }
+
+    #[test]
+    fn reasoning_records_map_their_ttfo_and_tokens() {
+        let (p, t) = fixture("aiperf_profile_export.jsonl");
+        // record 0 as a reasoning record: its first answer chunk is its fourth (TTFT 41.956822
+        // + 14.499201 + 14.619517 + 11.486738 ms), 3 of its 8 tokens reasoning
+        let first = t.lines().next().unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(first).unwrap();
+        let ttfo = 41.956822 + 14.499201 + 14.619517 + 11.486738;
+        v["metrics"]["time_to_first_output_token"] = serde_json::json!({"value": ttfo, "unit": "ms"});
+        v["metrics"]["reasoning_token_count"] = serde_json::json!({"value": 3, "unit": "tokens"});
+        let runs = import(&p, &v.to_string()).unwrap();
+        let r = &runs[0].requests[0];
+        assert_eq!((r.reasoning_events, r.reasoning_tokens), (Some(3), Some(3)));
+        let m = RequestMetrics::of(r);
+        assert!((m.ttfo.unwrap() - ttfo).abs() < 1e-5, "{m:?}");
+        let s = runs[0].summary.reasoning.as_ref().expect("a reasoning summary");
+        assert_eq!((s.requests, s.reasoning_tokens, s.answer_tokens), (1, 3, 5));
+        // the fixture's own records: TTFO equal to TTFT, no reasoning
+        let runs = import(&p, &t).unwrap();
+        assert!(runs[0].requests.iter().all(|r| r.reasoning_events.is_none()));
+        assert!(runs[0].summary.reasoning.is_none());
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //! a ten-minute run allows ([`queue_trend`]), and a step's length ([`step_seconds`]).
 
 use goodput_metrics::Slo;
+// the steady-state judgement lives with the trends it judges (a run's over-saturation stop uses it too)
 use goodput_metrics::slo::Metric;
+pub use goodput_metrics::trend::{
+    HORIZON_S, QueueTrend, growing, judge_in_flight as in_flight_trend, judge_tpot as tpot_trend, queue_trend, worse,
+};
 use goodput_workload::{SourceInfo, WorkloadSpec};
 
 /// Most requests in one simulated step (bounds the memory and time of a step at high rates).
@@ -31,17 +35,21 @@ impl Budgets {
     /// lengths come from a dataset).
     pub fn of(slo: &Slo, spec: &WorkloadSpec<SourceInfo>) -> Self {
         let mean_out = if spec.source.kind == "synthetic" { spec.output_tokens.mean() } else { 256.0 };
-        let ttft_ms = [Metric::Ttft, Metric::TtftSched, Metric::E2e, Metric::E2eSched]
+        // a reasoning model's thinking comes before its answer: in the request's time
+        let mean_thought = spec.reasoning_tokens.as_ref().map_or(0.0, |d| d.mean());
+        let ttft_ms = [Metric::Ttft, Metric::TtftSched, Metric::Ttfo, Metric::E2e, Metric::E2eSched]
             .into_iter()
             .find_map(|m| slo.limit(m))
             .unwrap_or(1000.0);
-        let e2e_s = match (slo.limit(Metric::E2e), slo.limit(Metric::Ttft), slo.limit(Metric::Tpot)) {
+        let first = slo.limit(Metric::Ttft).or(slo.limit(Metric::Ttfo));
+        let pace = slo.limit(Metric::Tpot).or(slo.limit(Metric::TpotAnswer));
+        let e2e_s = match (slo.limit(Metric::E2e), first, pace) {
             (Some(e), _, _) => e / 1000.0,
-            (None, Some(t), Some(p)) => (t + mean_out * p) / 1000.0,
+            (None, Some(t), Some(p)) => (t + (mean_out + mean_thought) * p) / 1000.0,
             (None, Some(t), None) => t / 1000.0 * 10.0,
             _ => 60.0,
         };
-        Budgets { ttft_ms, e2e_s, tpot_ms: slo.limit(Metric::Tpot) }
+        Budgets { ttft_ms, e2e_s, tpot_ms: pace }
     }
 
     /// The most requests in flight a step at `rate` (measured or simulated) holds before it is
@@ -51,93 +59,8 @@ impl Budgets {
     }
 }
 
-/// The queue grows without bound: TTFT from the schedule rises by at least 2% of elapsed time
-/// (arrivals outpace service by 2% or more) and by at least half the TTFT budget over the step
-/// (at least 50 ms), so noise in a stable queue does not count.
-pub fn growing(slope: f64, growth_ms: f64, ttft_budget_ms: f64) -> bool {
-    slope >= 0.02 && growth_ms >= (0.5 * ttft_budget_ms).max(50.0)
-}
-
-/// The time a capacity must hold for: a queue that would grow by half the TTFT budget within it
-/// is not in steady state (a planner asks whether a deployment sustains the rate, not whether
-/// it survives one step).
-pub const HORIZON_S: f64 = 600.0;
-
 /// How often an unclear step is run again, twice as long each time.
 pub const MAX_STRETCH: u32 = 8;
-
-/// A step's queue over the step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QueueTrend {
-    Steady,
-    Growing,
-    /// The step was too short to tell a steady queue from one growing too fast for the horizon.
-    Unclear,
-}
-
-impl QueueTrend {
-    pub fn name(self) -> &'static str {
-        match self {
-            QueueTrend::Steady => "steady",
-            QueueTrend::Growing => "growing",
-            QueueTrend::Unclear => "unclear",
-        }
-    }
-}
-
-/// Judges a step's trend of TTFT-from-schedule against the growth the horizon allows (half the
-/// TTFT budget over [`HORIZON_S`]): growing where the slope is at least twice its standard error
-/// above that (or steep and large within the step: [`growing`]), steady where it is twice its
-/// standard error below, unclear between. `last`: the step cannot be lengthened, so an unclear
-/// trend is judged by the slope itself.
-pub fn queue_trend(t: &goodput_metrics::trend::Trend, ttft_budget_ms: f64, last: bool) -> QueueTrend {
-    let allowed = 0.5 * ttft_budget_ms / (HORIZON_S * 1000.0);
-    if growing(t.slope, t.growth_ms, ttft_budget_ms) { QueueTrend::Growing } else { judge(t, allowed, last) }
-}
-
-/// Judges a step's trend of TPOT ([`goodput_metrics::trend::tpot_trend`]) against the growth the
-/// horizon allows: half the TPOT budget over [`HORIZON_S`].
-pub fn tpot_trend(t: &goodput_metrics::trend::Trend, tpot_budget_ms: f64, last: bool) -> QueueTrend {
-    judge(t, 0.5 * tpot_budget_ms / (HORIZON_S * 1000.0), last)
-}
-
-/// Judges a step's trend of requests in flight ([`goodput_metrics::trend::in_flight_trend`]):
-/// growing where the slope is at least twice its standard error above what the horizon allows (a
-/// quarter of the mean in flight over [`HORIZON_S`]), steady otherwise. An engine that admits
-/// every arrival (a batch limit of thousands) keeps its latencies for minutes while completions
-/// fall behind arrivals; the batch it piles up breaks the SLO later. Only a clear rise counts:
-/// a light load has few requests in flight, whose count is too noisy to bound its slope that
-/// tightly, and its latencies' own trends judge it.
-pub fn in_flight_trend(t: &goodput_metrics::trend::Trend, mean_in_flight: f64) -> QueueTrend {
-    let allowed = 0.25 * mean_in_flight.max(1.0) / (HORIZON_S * 1000.0);
-    if rising(t, allowed) { QueueTrend::Growing } else { QueueTrend::Steady }
-}
-
-/// The slope is at least twice its standard error above `allowed`.
-fn rising(t: &goodput_metrics::trend::Trend, allowed: f64) -> bool {
-    t.slope - 2.0 * t.slope_stderr >= allowed
-}
-
-fn judge(t: &goodput_metrics::trend::Trend, allowed: f64, last: bool) -> QueueTrend {
-    if rising(t, allowed) {
-        QueueTrend::Growing
-    } else if t.slope + 2.0 * t.slope_stderr < allowed {
-        QueueTrend::Steady
-    } else if last {
-        if t.slope >= allowed { QueueTrend::Growing } else { QueueTrend::Steady }
-    } else {
-        QueueTrend::Unclear
-    }
-}
-
-/// The worse of two judgements: growing if either grows, steady only if both are.
-pub fn worse(a: QueueTrend, b: QueueTrend) -> QueueTrend {
-    match (a, b) {
-        (QueueTrend::Growing, _) | (_, QueueTrend::Growing) => QueueTrend::Growing,
-        (QueueTrend::Steady, QueueTrend::Steady) => QueueTrend::Steady,
-        _ => QueueTrend::Unclear,
-    }
-}
 
 /// How long a step sends arrivals: `step_s`, longer if needed to send `min_requests`, never
 /// beyond `max_s` unless that leaves fewer than [`MIN_STEP_ARRIVALS`], and for a simulation at
