@@ -192,14 +192,23 @@ impl Target for SimTarget {
     }
 }
 
-/// A run stopped as over-saturated says why among its warnings, in both summaries.
-fn warn_over_saturated(verdict: Option<String>, summary: &mut Summary, full: &mut Option<Summary>) {
-    let Some(message) = verdict else { return };
-    let w = goodput_metrics::Warning { code: goodput_metrics::WarningCode::OverSaturated, message };
+/// A warning the run itself knows (not its records), in both summaries.
+fn warn_both(w: goodput_metrics::Warning, summary: &mut Summary, full: &mut Option<Summary>) {
     if let Some(f) = full {
         f.warnings.push(w.clone());
     }
     summary.warnings.push(w);
+}
+
+/// A run stopped as over-saturated says why among its warnings.
+fn warn_over_saturated(verdict: Option<String>, summary: &mut Summary, full: &mut Option<Summary>) {
+    if let Some(message) = verdict {
+        warn_both(
+            goodput_metrics::Warning { code: goodput_metrics::WarningCode::OverSaturated, message },
+            summary,
+            full,
+        );
+    }
 }
 
 /// The collector of `stage`'s records: its plan's summary options and `--records`, and the
@@ -245,10 +254,7 @@ impl Measured {
         let (mut summary, mut summary_full, records, kept) = collector.finish();
         if let Some(m) = &server_metrics {
             for w in m.warnings() {
-                if let Some(f) = &mut summary_full {
-                    f.warnings.push(w.clone());
-                }
-                summary.warnings.push(w);
+                warn_both(w, &mut summary, &mut summary_full);
             }
         }
         if kept.is_partial() {

@@ -414,21 +414,9 @@ impl Workload {
         for t in 0..n as usize {
             let n_in = self.spec.input_tokens.sample(&mut self.lengths);
             let n_out = self.spec.output_tokens.sample(&mut self.lengths);
-            let (user, count) = self.synth(n_in);
             let think_s = self.think(t);
-            let segments = vec![Segment { id: seed::mix(&[self.spec.seed, id, t as u64, 1]), tokens: count }];
-            let reasoning_tokens = self.reasoning(None);
-            s.turns.push(TurnSpec {
-                user,
-                user_tokens: count,
-                output_tokens: n_out,
-                reasoning_tokens,
-                think_s,
-                history: None,
-                segments,
-                context: false,
-                forks: Vec::new(),
-            });
+            let turn = self.synthetic_turn(n_in, n_out, think_s, seed::mix(&[self.spec.seed, id, t as u64, 1]));
+            s.turns.push(turn);
         }
         s
     }
@@ -450,24 +438,27 @@ impl Workload {
                 let n_in = if t == 0 { task } else { a.tool_output_tokens.sample(rng) };
                 let n_out = self.spec.output_tokens.sample(rng);
                 let think_s = if t == 0 { 0.0 } else { a.tool_time.sample(rng) };
-                let (user, count) = self.synth(n_in);
-                let reasoning_tokens = self.reasoning(None);
-                TurnSpec {
-                    user,
-                    user_tokens: count,
-                    output_tokens: n_out,
-                    reasoning_tokens,
-                    think_s,
-                    history: None,
-                    segments: vec![Segment {
-                        id: seed::mix(&[self.spec.seed, id, agent as u64, t as u64, 4]),
-                        tokens: count,
-                    }],
-                    context: false,
-                    forks: Vec::new(),
-                }
+                self.synthetic_turn(n_in, n_out, think_s, seed::mix(&[self.spec.seed, id, agent as u64, t as u64, 4]))
             })
             .collect()
+    }
+
+    /// A synthetic turn: a new prompt of `n_in` tokens (one segment, content id `segment`), its
+    /// reasoning drawn, nothing resent.
+    fn synthetic_turn(&mut self, n_in: u32, n_out: u32, think_s: f64, segment: u64) -> TurnSpec {
+        let (user, count) = self.synth(n_in);
+        let reasoning_tokens = self.reasoning(None);
+        TurnSpec {
+            user,
+            user_tokens: count,
+            output_tokens: n_out,
+            reasoning_tokens,
+            think_s,
+            history: None,
+            segments: vec![Segment { id: segment, tokens: count }],
+            context: false,
+            forks: Vec::new(),
+        }
     }
 
     /// A synthetic agentic session: its calls, and the sub-agents one of them forks, whose
