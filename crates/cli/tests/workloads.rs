@@ -415,6 +415,8 @@ fn an_over_saturated_server_stops_the_run_and_a_steady_one_does_not() {
     let over = doc("oversat", &[&["sim", "--rate", "100"][..], &flags].concat());
     let r = &over["runs"][0];
     assert_eq!(r["stop"], "over_saturated");
+    // what was in flight was cancelled, as after --max-errors
+    assert_eq!(r["interrupted"], true);
     let end = r["virtual_end_s"].as_f64().unwrap();
     assert!((30.0..120.0).contains(&end), "stopped at {end} s of 300");
     let w = r["summary"]["warnings"].as_array().unwrap();

@@ -171,7 +171,7 @@ impl Target for SimTarget {
             load: Some(stage.load.clone()),
             elapsed_s: Some(elapsed_s),
             virtual_end_s: Some(out.end_s),
-            interrupted: matches!(out.stop, StopReason::MaxErrors | StopReason::Saturated),
+            interrupted: matches!(out.stop, StopReason::MaxErrors | StopReason::Saturated | StopReason::OverSaturated),
             stop: out.stop,
             summary_full,
             engine_stats: Some(out.stats),

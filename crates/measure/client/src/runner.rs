@@ -345,7 +345,7 @@ pub async fn run_into(
 
     // Counting never holds the run's end: after an interruption it gets the grace period, else
     // a minute, and what is left is finished without our counts.
-    let interrupted = matches!(stop, StopReason::Interrupted | StopReason::MaxErrors);
+    let interrupted = matches!(stop, StopReason::Interrupted | StopReason::MaxErrors | StopReason::OverSaturated);
     let deadline = if interrupted { cfg.grace.unwrap_or(Duration::from_secs(5)) } else { Duration::from_secs(60) };
     let s = Arc::clone(&shared);
     let bookkeeping = tokio::task::spawn_blocking(move || s.books.close(deadline)).await.unwrap_or_default();
