@@ -625,7 +625,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "K")]
     pub sweep_points: Option<u32>,
 
-    /// `replay`: multiply the dataset's arrival times by F (0.5 = twice as fast).
+    /// `replay`: multiply the dataset's arrival times, and the pauses between a session's
+    /// calls (a trace's think and tool times), by F (0.5 = twice as fast).
     #[arg(long, value_name = "F")]
     pub time_scale: Option<f64>,
 

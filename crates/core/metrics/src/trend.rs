@@ -224,8 +224,9 @@ pub fn worse(a: QueueTrend, b: QueueTrend) -> QueueTrend {
 /// `--stop-over-saturated`: watches a run as it goes and calls the server over-saturated once
 /// its queue grows, by either of two signs over the last [`OVERSAT_WINDOW_MS`], each judged as
 /// capacity search judges a step (against [`HORIZON_S`], with its error):
-/// - TTFT from the schedule of the requests that finished rises ([`queue_trend`] against the TTFT
-///   budget);
+/// - TTFT from the send of the requests that finished rises ([`queue_trend`] against the TTFT
+///   budget): the server's queue, not the client's (from the send, a client that falls behind
+///   its schedule does not raise it);
 /// - the requests in flight rise ([`judge_in_flight`]), once the run has filled: in flight rises
 ///   at first however light the load, for about one request's time, so only what came after
 ///   twice the mean time from schedule to end of the requests that ended is judged. A server so
@@ -236,13 +237,17 @@ pub fn worse(a: QueueTrend, b: QueueTrend) -> QueueTrend {
 /// Judged every [`OVERSAT_EVERY_MS`] of run time, each trend over at least [`OVERSAT_MIN_MS`] of
 /// it, and called at two judgements in a row. A rise in flight must also be material: at least
 /// the mean in flight over the window (a queue that has doubled), as a near-capacity server's
-/// busy periods raise it by a lot for seconds at a time and then drain. Requests in flight are kept as one sample per 100 ms, so its cost stays
-/// linear in the run whatever the rate.
+/// busy periods raise it by a lot for seconds at a time and then drain. Requests in flight are
+/// kept as one sample per 100 ms, so its cost stays linear in the run whatever the rate.
+///
+/// Neither is judged while the client's own lag (send behind schedule) grows as a queue does: the
+/// load generator is then the bottleneck (its send-rate check says so), and a queue in the client
+/// says nothing about the server.
 #[derive(Clone, Debug)]
 pub struct OverSaturation {
     budget_ms: f64,
-    /// Finished requests: scheduled time, TTFT from the schedule (successes), ms.
-    finished: VecDeque<(f64, Option<f64>)>,
+    /// Finished requests: scheduled time, TTFT from the send (successes), send lag, ms.
+    finished: VecDeque<(f64, Option<f64>, f64)>,
     /// Requests in flight: (time, count), at most one per 100 ms.
     in_flight: VecDeque<(f64, f64)>,
     first_ms: Option<f64>,
@@ -316,11 +321,20 @@ impl OverSaturation {
         false
     }
 
-    /// A request scheduled at `scheduled_ms` ended at `now_ms`, its first token at `first_ms`
-    /// (absent when it failed), leaving `in_flight` in flight. True once over-saturated.
-    pub fn finished(&mut self, now_ms: f64, scheduled_ms: f64, first_ms: Option<f64>, in_flight: usize) -> bool {
+    /// A request scheduled at `scheduled_ms` and first sent at `sent_ms` ended at `now_ms`, its
+    /// first token at `first_ms` (absent when it failed), leaving `in_flight` in flight. True once
+    /// over-saturated.
+    pub fn finished(
+        &mut self,
+        now_ms: f64,
+        scheduled_ms: f64,
+        sent_ms: f64,
+        first_ms: Option<f64>,
+        in_flight: usize,
+    ) -> bool {
         if self.verdict.is_none() {
-            self.finished.push_back((scheduled_ms, first_ms.map(|c| c - scheduled_ms)));
+            let sent = sent_ms.max(scheduled_ms);
+            self.finished.push_back((scheduled_ms, first_ms.map(|c| c - sent), sent - scheduled_ms));
             self.ended = (self.ended.0 + 1, self.ended.1 + (now_ms - scheduled_ms).max(0.0));
         }
         self.tick(now_ms, in_flight)
@@ -328,7 +342,15 @@ impl OverSaturation {
 
     /// Why the queue grows now, if it does.
     fn judge(&self, now_ms: f64) -> Option<String> {
-        let ttft: Vec<(f64, f64)> = self.finished.iter().filter_map(|&(a, t)| Some((a, t?))).collect();
+        let lag: Vec<(f64, f64)> = self.finished.iter().map(|&(a, _, l)| (a, l)).collect();
+        if lag.len() >= 10
+            && let Some(t) = fit(lag)
+            && queue_trend(&t, self.budget_ms, false) == QueueTrend::Growing
+        {
+            // the client falls behind its schedule: its queue, not the server's
+            return None;
+        }
+        let ttft: Vec<(f64, f64)> = self.finished.iter().filter_map(|&(a, t, _)| Some((a, t?))).collect();
         let arrivals = ttft.last().map_or(0.0, |l| l.0) - ttft.first().map_or(0.0, |f| f.0);
         if ttft.len() >= OVERSAT_MIN_REQUESTS
             && arrivals >= OVERSAT_MIN_MS
@@ -337,7 +359,7 @@ impl OverSaturation {
         {
             let span = self.finished.back().map_or(0.0, |b| b.0) - self.finished.front().map_or(0.0, |f| f.0);
             return Some(format!(
-                "TTFT from the schedule rose {:.1} ms per second of arrivals ({:.0} ms over the last {:.0} s, ± {:.1} \
+                "TTFT from the send rose {:.1} ms per second of arrivals ({:.0} ms over the last {:.0} s, ± {:.1} \
                  ms/s), faster than a {:.0} ms TTFT budget allows over {HORIZON_S} s: the queue grows without bound",
                 t.slope * 1000.0,
                 t.growth_ms,
@@ -389,7 +411,7 @@ mod tests {
             let a = i as f64 * 100.0;
             // one request in flight: each ends 50 ms after its schedule
             assert!(!steady.tick(a, 1), "steady at request {i}");
-            assert!(!steady.finished(a + 50.0, a, Some(a + 50.0 + (i % 7) as f64), 0), "steady at request {i}");
+            assert!(!steady.finished(a + 50.0, a, a, Some(a + 50.0 + (i % 7) as f64), 0), "steady at request {i}");
         }
         // arrivals 25% faster than service: each waits 25 ms more than the one before, ends
         // when its first token comes (so in flight grows too, but TTFT is seen first)
@@ -397,17 +419,39 @@ mod tests {
         let at = (0..600).position(|i| {
             let a = i as f64 * 100.0;
             let first = a + 50.0 + 25.0 * i as f64;
-            growing.finished(first, a, Some(first), i / 4)
+            growing.finished(first, a, a, Some(first), i / 4)
         });
         // judged every 5 s of run time once 30 s of arrivals have ended (request 300 ends at
         // 37.6 s): first at 40 s (request 320), confirmed at 45 s (request 360)
         let at = at.expect("called over-saturated");
         assert!((350..=370).contains(&at), "{at}");
         assert!(
-            growing.verdict().unwrap().starts_with("over-saturated: TTFT from the schedule rose 250.0 ms"),
+            growing.verdict().unwrap().starts_with("over-saturated: TTFT from the send rose 250.0 ms"),
             "{:?}",
             growing.verdict()
         );
+    }
+
+    #[test]
+    fn a_client_that_falls_behind_its_schedule_is_not_a_server_over_saturated() {
+        // 10 req/s scheduled; the client sends each 25 ms later than the one before (its own queue
+        // grows), the server answers each 50 ms after the send: TTFT from the schedule and the
+        // requests in flight grow as in the test above, TTFT from the send does not
+        let mut behind = OverSaturation::new(1000.0);
+        for i in 0..600 {
+            let a = i as f64 * 100.0;
+            let sent = a + 25.0 * i as f64;
+            assert!(!behind.finished(sent + 50.0, a, sent, Some(sent + 50.0), i / 4), "request {i}");
+        }
+        assert_eq!(behind.verdict(), None);
+        // the same server queueing (TTFT from the send grows) is still called
+        let mut queued = OverSaturation::new(1000.0);
+        let called = (0..600).any(|i| {
+            let a = i as f64 * 100.0;
+            let sent = a + 1.0;
+            queued.finished(sent + 50.0 + 25.0 * i as f64, a, sent, Some(sent + 50.0 + 25.0 * i as f64), i / 4)
+        });
+        assert!(called);
     }
 
     #[test]
@@ -422,7 +466,7 @@ mod tests {
         let mut slow = OverSaturation::new(1000.0);
         let at = (0..1000)
             .position(
-                |i| if i == 20 { slow.finished(2000.0, 0.0, None, i) } else { slow.tick(i as f64 * 100.0, i + 1) },
+                |i| if i == 20 { slow.finished(2000.0, 0.0, 0.0, None, i) } else { slow.tick(i as f64 * 100.0, i + 1) },
             )
             .expect("called");
         assert!((395..=405).contains(&at), "{at}");
@@ -430,7 +474,7 @@ mod tests {
         let mut filling = OverSaturation::new(1000.0);
         assert!((0..6000).all(|i| {
             let t = i as f64 * 10.0;
-            if i == 900 { !filling.finished(t, 0.0, Some(100.0), 90) } else { !filling.tick(t, (i / 10).min(90)) }
+            if i == 900 { !filling.finished(t, 0.0, 0.0, Some(100.0), 90) } else { !filling.tick(t, (i / 10).min(90)) }
         }));
         let v = stuck.verdict().unwrap();
         assert!(v.starts_with("over-saturated: requests in flight rose 10.0 per second"), "{v}");

@@ -28,7 +28,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use goodput_metrics::StopReason;
 use serde::{Deserialize, Serialize};
 
-use crate::arrivals::ArrivalClock;
+use crate::arrivals::{ArrivalClock, Arrivals};
 use crate::load::Load;
 use crate::seed;
 use crate::session::{Conversation, Message, Segment, SessionSpec};
@@ -170,6 +170,9 @@ pub struct Finished {
     pub reply: String,
     /// When its first token arrived, seconds (the over-saturation check reads its TTFT).
     pub first_token_s: Option<f64>,
+    /// When it was first sent, seconds (`None`: when it was scheduled, as in the simulator); the
+    /// over-saturation check reads TTFT from the send and the client's lag.
+    pub sent_s: Option<f64>,
 }
 
 /// What to do next.
@@ -274,6 +277,9 @@ pub struct LoadMachine {
     cap: Option<usize>,
     think: ThinkTime,
     arrivals: Option<(ArrivalClock, seed::Rng)>,
+    /// A replay's `--time-scale`: it stretches the pauses between a session's calls (a trace's
+    /// think and tool times) as it stretches the arrivals; 1 otherwise.
+    pause_scale: f64,
     users: Vec<seed::Rng>,
     /// This process's slice of a sharded schedule.
     shard: Option<Shard>,
@@ -326,6 +332,7 @@ impl LoadMachine {
             cap: None,
             think: ThinkTime::default(),
             arrivals: None,
+            pause_scale: 1.0,
             users: Vec::new(),
             shard,
             users_total: 0,
@@ -358,6 +365,9 @@ impl LoadMachine {
             }
             Load::Open { arrivals, max_concurrency } => {
                 m.cap = *max_concurrency;
+                if let Arrivals::Replay { time_scale } = arrivals {
+                    m.pause_scale = *time_scale;
+                }
                 m.arrivals = Some((ArrivalClock::new(arrivals.clone()), seed::rng(seed, seed::Stream::Arrivals)));
                 m.schedule_arrival();
             }
@@ -485,7 +495,7 @@ impl LoadMachine {
         for f in forks {
             let child = sub_agent_key(root, f.agent.unwrap_or(0));
             let conv = conv.fork(child);
-            let first = f.turns.first().map_or(0.0, |t| t.think_s);
+            let first = f.turns.first().map_or(0.0, |t| t.think_s) * self.pause_scale;
             self.sessions
                 .insert(child, Active { spec: f, conv, turn: 0, user: None, root, parent: Some(key), waiting: 0 });
             self.push(at + first, Due::Turn(child));
@@ -502,7 +512,7 @@ impl LoadMachine {
             parent.waiting = parent.waiting.saturating_sub(1);
             if parent.waiting == 0 {
                 if parent.turn < parent.spec.turns.len() {
-                    let next_at = at + parent.spec.turns[parent.turn].think_s;
+                    let next_at = at + parent.spec.turns[parent.turn].think_s * self.pause_scale;
                     self.push(next_at, Due::Turn(p));
                 } else {
                     self.end_session(p, at);
@@ -645,6 +655,7 @@ impl LoadMachine {
             && o.finished(
                 at * 1e3,
                 scheduled * 1e3,
+                f.sent_s.unwrap_or(scheduled) * 1e3,
                 f.first_token_s.filter(|_| f.ok).map(|t| t * 1e3),
                 self.in_flight - 1,
             )
@@ -675,7 +686,7 @@ impl LoadMachine {
         }
         let Some(a) = self.sessions.get(&session) else { return };
         if a.turn < a.spec.turns.len() {
-            let next_at = at + a.spec.turns[a.turn].think_s;
+            let next_at = at + a.spec.turns[a.turn].think_s * self.pause_scale;
             self.push(next_at, Due::Turn(session));
         } else {
             self.end_session(session, at);
@@ -686,7 +697,6 @@ impl LoadMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arrivals::Arrivals;
     use crate::{LengthDist, Turns, Workload, WorkloadSpec};
 
     fn machine(load: Load, bounds: Bounds, spec: WorkloadSpec) -> LoadMachine {
@@ -699,7 +709,7 @@ mod tests {
     }
 
     fn ok(n: u64) -> Finished {
-        Finished { ok: true, output_tokens: n, reply: String::new(), first_token_s: None }
+        Finished { ok: true, output_tokens: n, reply: String::new(), first_token_s: None, sent_s: None }
     }
 
     fn send(n: Next) -> Request {
@@ -755,6 +765,25 @@ mod tests {
         m.finished(r2.id, 9.0, ok(4));
         assert_eq!(m.sent(), 7);
         assert_eq!(m.next(9.0), Next::Done(StopReason::Completed));
+    }
+
+    #[test]
+    fn a_replays_time_scale_stretches_the_pauses_between_calls_as_it_stretches_arrivals() {
+        // 2 calls 1 s of tool time apart; replayed at ×0.25 the pause is 0.25 s
+        let a = crate::AgenticSpec {
+            calls: LengthDist::Fixed(2),
+            tool_time: ThinkTime::Fixed(1.0),
+            tool_output_tokens: LengthDist::Fixed(20),
+            ..Default::default()
+        };
+        let spec = WorkloadSpec { agentic: Some(a), ..spec() };
+        let load = Load::Open { arrivals: Arrivals::Replay { time_scale: 0.25 }, max_concurrency: None };
+        let mut m = machine(load, Bounds { requests: Some(2), ..Default::default() }, spec);
+        let r0 = send(m.next(0.0));
+        m.finished(r0.id, 2.0, ok(4));
+        assert_eq!(m.next(2.0), Next::Wait(2.25));
+        let r1 = send(m.next(2.25));
+        assert_eq!((r1.session, r1.turn, r1.scheduled_s), (r0.session, 1, 2.25));
     }
 
     #[test]

@@ -373,7 +373,7 @@ impl<'a> Sim<'a> {
             self.machine.finished(
                 e.seq,
                 t,
-                Finished { ok: true, output_tokens: answer, reply: String::new(), first_token_s },
+                Finished { ok: true, output_tokens: answer, reply: String::new(), first_token_s, sent_s: None },
             );
             self.finish(e.seq);
         }
