@@ -465,9 +465,9 @@ mod tests {
         // 30 s: at 35 s and 40 s
         let mut slow = OverSaturation::new(1000.0);
         let at = (0..1000)
-            .position(
-                |i| if i == 20 { slow.finished(2000.0, 0.0, 0.0, None, i) } else { slow.tick(i as f64 * 100.0, i + 1) },
-            )
+            .position(|i| {
+                if i == 20 { slow.finished(2000.0, 0.0, 0.0, None, i) } else { slow.tick(i as f64 * 100.0, i + 1) }
+            })
             .expect("called");
         assert!((395..=405).contains(&at), "{at}");
         // a run filling up for 9 s (requests take 9 s), then steady at 90 in flight: never called

@@ -232,6 +232,34 @@ impl Tokenizer {
         Ok(n)
     }
 
+    /// [`Tokenizer::count_at_most`] keeping the tokens: each text's ids (encoded in the same
+    /// parts, so their total is the count `count_at_most` gives), or `Err(at_least)` as soon as
+    /// they pass `limit`. For a caller that needs both the count and the ids, one pass.
+    pub fn encode_at_most<'a>(
+        &self,
+        texts: impl IntoIterator<Item = &'a str> + Clone,
+        limit: usize,
+    ) -> Result<Vec<Vec<u32>>, usize> {
+        let bytes: usize = texts.clone().into_iter().map(str::len).sum();
+        let floor = bytes.div_ceil(self.0.max_token_bytes);
+        if floor > limit {
+            return Err(floor);
+        }
+        let (mut n, mut out) = (0, Vec::new());
+        for text in texts {
+            let mut ids = Vec::new();
+            for part in parts(text, COUNT_PART) {
+                ids.extend(self.encode(part));
+                if n + ids.len() > limit {
+                    return Err(n + ids.len());
+                }
+            }
+            n += ids.len();
+            out.push(ids);
+        }
+        Ok(out)
+    }
+
     /// The longest token of the vocabulary, in bytes.
     pub fn max_token_bytes(&self) -> usize {
         self.0.max_token_bytes
@@ -491,6 +519,12 @@ mod tests {
         let huge = "x".repeat(10 << 20);
         assert!(t.count_at_most([huge.as_str()], 1000).is_err());
         assert_eq!(t.count_at_most(["a b", " c"], 10), Ok(t.count("a b") + t.count(" c")));
+        // the same in one pass, keeping the ids
+        let ids = t.encode_at_most([text.as_str()], 200_000).unwrap();
+        assert_eq!(ids[0].len(), 100_000);
+        assert!(t.encode_at_most([text.as_str()], 1000).unwrap_err() > 1000);
+        assert!(t.encode_at_most([huge.as_str()], 1000).is_err());
+        assert_eq!(t.encode_at_most(["a b", " c"], 10), Ok(vec![t.encode("a b"), t.encode(" c")]));
     }
 
     #[test]

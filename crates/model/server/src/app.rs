@@ -149,16 +149,16 @@ fn role_marker(role: &str) -> u64 {
     (1 << 40) + i as u64
 }
 
-/// The prompt as the prefix cache sees it: its token ids, each chat message after its role's
-/// marker, and for chat the assistant's marker that opens the reply (as a chat template's
-/// generation prompt does). The next turn of a conversation repeats this sequence and the reply.
-fn prompt_sequence(tk: &Tokenizer, r: &GenRequest) -> Vec<u64> {
+/// The prompt as the prefix cache sees it: its token ids (`texts`: each text's), each chat
+/// message after its role's marker, and for chat the assistant's marker that opens the reply (as
+/// a chat template's generation prompt does). The next turn of a conversation repeats this sequence and the reply.
+fn prompt_sequence(r: &GenRequest, texts: Vec<Vec<u32>>) -> Vec<u64> {
     let mut seq = Vec::new();
-    for (i, text) in r.texts.iter().enumerate() {
+    for (i, ids) in texts.into_iter().enumerate() {
         if let Some(role) = r.roles.get(i) {
             seq.push(role_marker(role));
         }
-        seq.extend(tk.encode(text).into_iter().map(u64::from));
+        seq.extend(ids.into_iter().map(u64::from));
     }
     if r.endpoint == Api::Chat {
         seq.push(role_marker("assistant"));
@@ -190,9 +190,17 @@ async fn parse_and_count(s: &AppState, endpoint: Api, bytes: Bytes) -> Result<Co
         let r: GenRequest = openai::parse(endpoint, &bytes)?;
         let template = template_tokens(endpoint, r.texts.len());
         let limit = max_context.saturating_sub(template) as usize;
-        match tk.count_at_most(r.texts.iter().map(String::as_str), limit) {
-            Ok(n) => {
-                let sequence = caching.then(|| prompt_sequence(&tk, &r));
+        let texts = r.texts.iter().map(String::as_str);
+        // with prefix caching the ids are kept to hash (one pass: tokenizing a long context twice
+        // cost a few ms per call, time `sim` does not spend)
+        let counted = if caching {
+            tk.encode_at_most(texts, limit).map(|ids| (ids.iter().map(Vec::len).sum(), Some(ids)))
+        } else {
+            tk.count_at_most(texts, limit).map(|n| (n, None))
+        };
+        match counted {
+            Ok((n, ids)) => {
+                let sequence = ids.map(|ids| prompt_sequence(&r, ids));
                 Ok(Counted { prompt: n as u64 + template, sequence, request: r })
             }
             Err(at_least) => Err(ApiError::bad_request(format!(
