@@ -78,6 +78,10 @@ const LLAMACPP: &[(Series, &[&str])] = &[
     (Series::Running, &["llamacpp:requests_processing"]),
     (Series::Waiting, &["llamacpp:requests_deferred"]),
     (Series::KvUsage, &["llamacpp:kv_cache_usage_ratio"]),
+    // its prompt counter excludes the tokens the prompt cache served (`--cache-prompt`): every
+    // prompt token was looked up, so the queries are the two together
+    (Series::PrefixHits, &["llamacpp:prompt_tokens_cached_total"]),
+    (Series::PrefixQueries, &["llamacpp:prompt_tokens_cached_total+llamacpp:prompt_tokens_total"]),
     (Series::GenerationTokens, &["llamacpp:tokens_predicted_total"]),
     (Series::PromptTokens, &["llamacpp:prompt_tokens_total"]),
 ];
@@ -115,12 +119,17 @@ impl Snapshot {
         }
     }
 
+    /// Whether it has `name` (a candidate `a+b`: both).
     fn has(&self, name: &str) -> bool {
-        self.values.contains_key(name)
+        name.split('+').all(|n| self.values.contains_key(n))
     }
 
-    /// `name` over its label sets: summed, or averaged for a ratio.
+    /// `name` over its label sets: summed, or averaged for a ratio. A candidate `a+b` (counters
+    /// only) is the sum of both.
     fn value(&self, name: &str, ratio: bool) -> Option<f64> {
+        if name.contains('+') {
+            return name.split('+').map(|n| self.value(n, ratio)).sum();
+        }
         let a = self.values.get(name)?;
         Some(if ratio { a.sum / a.n.max(1) as f64 } else { a.sum })
     }
@@ -333,6 +342,8 @@ mod tests {
         assert_eq!(s.prompt_tokens, Some(512.0));
         // recent builds dropped the KV ratio
         assert_eq!(s.kv_usage, None);
+        // its prompt counter leaves out what the prompt cache served: 512 computed + 1536 cached
+        assert_eq!((s.prefix_hits, s.prefix_queries), (Some(1536.0), Some(2048.0)));
     }
 
     #[test]
