@@ -45,6 +45,12 @@ fn health_ok(port: u16) -> bool {
 /// Starts llama-server with 4 slots on one thread on a free loopback port and waits until it
 /// is healthy; `None` (with a note) when it is not built, unless CI requires it.
 pub fn start() -> Option<(Server, String)> {
+    start_with(false)
+}
+
+/// [`start`], its prompt cache on (`--cache-prompt`, llama.cpp's default: a slot reuses the
+/// longest common prefix of its last prompt) or off.
+pub fn start_with(prompt_cache: bool) -> Option<(Server, String)> {
     let Some((bin, model)) = paths() else {
         if std::env::var("GOODPUT_REQUIRE_LLAMA").as_deref() == Ok("1") {
             panic!(
@@ -58,7 +64,7 @@ pub fn start() -> Option<(Server, String)> {
     let child = Command::new(&bin)
         .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string()])
         .args(["-a", "SmolLM2-135M-Instruct", "--metrics", "--no-webui", "-c", "8192", "-np", "4", "-t", "1"])
-        .args(["--no-cache-prompt", "--cache-ram", "0"])
+        .args(if prompt_cache { &[][..] } else { &["--no-cache-prompt", "--cache-ram", "0"][..] })
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
