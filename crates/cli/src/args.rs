@@ -626,7 +626,8 @@ pub struct LoadArgs {
     pub sweep_points: Option<u32>,
 
     /// `replay`: multiply the dataset's arrival times, and the pauses between a session's
-    /// calls (a trace's think and tool times), by F (0.5 = twice as fast).
+    /// calls (a trace's think and tool times), by F (0.5 = twice as fast). Other profiles: the
+    /// pauses only (a session trace's, `--think-time`'s, `--tool-time`'s).
     #[arg(long, value_name = "F")]
     pub time_scale: Option<f64>,
 

@@ -451,3 +451,23 @@ fn a_public_agentic_trace_replays_with_its_sub_agent_and_its_prefix_reuse() {
     let hit = e["hit_blocks"].as_f64().unwrap() / e["queried_blocks"].as_f64().unwrap();
     assert!(hit > 0.8, "prefix cache hit rate {hit}");
 }
+
+/// A trace's pauses are its own (tens of seconds between a Claude Code session's calls):
+/// `--time-scale` shrinks them for a run that must end sooner, and a run without sessions is
+/// told it has none to scale.
+#[test]
+fn time_scale_shrinks_a_traces_pauses_between_calls() {
+    let weka = format!("weka:{}", fixture("weka"));
+    let tool_s = |name: &str, extra: &[&str]| {
+        let mut a = vec!["sim", "--dataset", weka.as_str(), "--concurrency", "1", "--requests", "6"];
+        a.extend_from_slice(extra);
+        let d = doc(name, &a);
+        assert_eq!(d["runs"][0]["summary"]["completed"], 6);
+        d["runs"][0]["summary"]["sessions"]["tool_s"].as_f64().unwrap()
+    };
+    let (whole, tenth) = (tool_s("weka-whole", &[]), tool_s("weka-tenth", &["--time-scale", "0.1"]));
+    assert!(whole > 1.0 && (tenth / whole - 0.1).abs() < 0.02, "tool time {whole} s, at x0.1 {tenth} s");
+    let o = run(&["sim", "--time-scale", "0.5", "--requests", "5", "-q"], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--time-scale") && text(&o.stderr).contains("sessions"), "{}", text(&o.stderr));
+}

@@ -450,6 +450,7 @@ fn sending(stage: &Stage) -> goodput_workload::Sending {
                 let limit = |m| slo.as_ref().and_then(|s| s.limit(m));
                 limit(Metric::Ttft).or(limit(Metric::Ttfo)).or(limit(Metric::E2e)).unwrap_or(1000.0)
             }),
+            pause_scale: l.pause_scale,
         },
         seed: stage.seed,
         shard: l.shard,

@@ -72,9 +72,6 @@ pub(super) fn check_profile_flags(a: &LoadArgs, profile: Profile) -> Result<(), 
     if a.sweep_points.is_some() && profile != Profile::Sweep {
         return Err(not_for("--sweep-points"));
     }
-    if a.time_scale.is_some() && profile != Profile::Replay {
-        return Err(not_for("--time-scale"));
-    }
     Ok(())
 }
 
@@ -201,6 +198,13 @@ pub(super) fn load_plan(a: &LoadArgs, dataset_has_times: bool) -> Result<LoadPla
             None => None,
         },
         think_time: think,
+        pause_scale: match (profile, a.time_scale) {
+            (Profile::Replay, _) | (_, None) => None,
+            (_, Some(f)) if !(f.is_finite() && f > 0.0 && f <= 1000.0) => {
+                return Err(usage("--time-scale", format!("{f} must be positive and at most 1000")));
+            }
+            (_, Some(f)) => Some(f),
+        },
         seed: a.seed,
         shard: shard_of(a, sweep)?,
         start_at: start_at_of(a)?,

@@ -10,6 +10,18 @@ pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, Wo
     let (spec, res) = workload_spec(w, l.seed, replay)?;
     let has_times = res.dataset.as_ref().is_some_and(|d| d.has_times());
     let load = load_plan(l, has_times)?;
+    // outside a replay it scales only the pauses between a session's calls: there must be some
+    if load.pause_scale.is_some()
+        && res.dataset.is_none()
+        && spec.agentic.is_none()
+        && spec.turns == goodput_workload::Turns::One
+    {
+        return Err(usage(
+            "--time-scale",
+            "outside --profile replay it scales the pauses between a session's calls: it needs sessions \
+             (a dataset with them, --sessions or --agentic)",
+        ));
+    }
     // sub-agents run beside their parent: a cap below the fan-out could never run them together
     if let (Some(a), Some(cap)) = (&spec.agentic, l.max_concurrency)
         && a.fan_out as usize > cap

@@ -42,6 +42,10 @@ pub struct LoadPlan {
     pub export_schedule: Option<PathBuf>,
     /// Pause between turns (and, for closed loops, between sessions).
     pub think_time: ThinkTime,
+    /// `--time-scale` outside a replay: multiplies the pauses between a session's calls (a
+    /// trace's think and tool times). A replay's scales them with its arrivals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_scale: Option<f64>,
     pub seed: u64,
     /// This process's slice of a sharded run (`--shard I/N`; `Run::merge` ignores it when
     /// comparing plans).
@@ -74,6 +78,7 @@ impl LoadPlan {
             grace: Self::DEFAULT_GRACE,
             export_schedule: None,
             think_time: ThinkTime::default(),
+            pause_scale: None,
             seed,
             shard: None,
             start_at: None,

@@ -60,6 +60,10 @@ pub struct Bounds {
     /// [`goodput_metrics::trend::OverSaturation`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over_saturation_ms: Option<f64>,
+    /// Multiplies the pauses between a session's calls (`--time-scale` outside a replay; a
+    /// replay's own time scale does it otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_scale: Option<f64>,
 }
 
 /// What a driver sends and when it stops sending, whichever drives it (the real-time client and
@@ -332,7 +336,7 @@ impl LoadMachine {
             cap: None,
             think: ThinkTime::default(),
             arrivals: None,
-            pause_scale: 1.0,
+            pause_scale: bounds.pause_scale.unwrap_or(1.0),
             users: Vec::new(),
             shard,
             users_total: 0,
@@ -365,7 +369,7 @@ impl LoadMachine {
             }
             Load::Open { arrivals, max_concurrency } => {
                 m.cap = *max_concurrency;
-                if let Arrivals::Replay { time_scale } = arrivals {
+                if let (Arrivals::Replay { time_scale }, None) = (arrivals, bounds.pause_scale) {
                     m.pause_scale = *time_scale;
                 }
                 m.arrivals = Some((ArrivalClock::new(arrivals.clone()), seed::rng(seed, seed::Stream::Arrivals)));

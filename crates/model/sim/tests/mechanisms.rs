@@ -30,6 +30,7 @@ fn sim(cfg: &EngineConfig, load: Load, requests: u64, spec: WorkloadSpec) -> Sim
             duration_s: None,
             max_errors: None,
             over_saturation_ms: None,
+            pause_scale: None,
         },
         seed: 7,
         shard: None,

@@ -252,6 +252,7 @@ fn imported_plan(info: &RunInfo) -> RunPlan {
             grace: std::time::Duration::ZERO,
             export_schedule: None,
             think_time: ThinkTime::default(),
+            pause_scale: None,
             seed: 0,
             shard: None,
             start_at: None,
