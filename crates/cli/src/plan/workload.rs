@@ -11,8 +11,12 @@ pub fn load_and_workload(l: &LoadArgs, w: &WorkloadArgs) -> Result<(LoadPlan, Wo
     let has_times = res.dataset.as_ref().is_some_and(|d| d.has_times());
     let load = load_plan(l, has_times)?;
     // outside a replay it scales only the pauses between a session's calls: there must be some
+    let dataset_sessions = res
+        .dataset
+        .as_ref()
+        .is_some_and(|d| d.entries.iter().any(|e| e.turns.len() > 1 || e.turns.iter().any(|t| !t.forks.is_empty())));
     if load.pause_scale.is_some()
-        && res.dataset.is_none()
+        && !dataset_sessions
         && spec.agentic.is_none()
         && spec.turns == goodput_workload::Turns::One
     {

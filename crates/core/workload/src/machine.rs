@@ -281,8 +281,9 @@ pub struct LoadMachine {
     cap: Option<usize>,
     think: ThinkTime,
     arrivals: Option<(ArrivalClock, seed::Rng)>,
-    /// A replay's `--time-scale`: it stretches the pauses between a session's calls (a trace's
-    /// think and tool times) as it stretches the arrivals; 1 otherwise.
+    /// Multiplies the pauses between a session's calls (a trace's think and tool times):
+    /// [`Bounds::pause_scale`], else a replay's time scale (it stretches them as it stretches
+    /// the arrivals), else 1.
     pause_scale: f64,
     users: Vec<seed::Rng>,
     /// This process's slice of a sharded schedule.
