@@ -67,7 +67,7 @@ impl Engine {
         policy: Box<dyn Policy>,
     ) -> Result<Self, EngineError> {
         let plan = cfg.plan()?;
-        let kv = KvManager::with_rule(plan.kv_blocks, cfg.block_size, cfg.prefix_caching, crate::kv::alloc::rule(&cfg));
+        let kv = KvManager::with_rule(plan.kv_blocks, cfg.block_size, cfg.prefix_caching, crate::kv::rule(&cfg));
         let limits = Limits {
             max_num_seqs: cfg.max_num_seqs,
             max_batched_tokens: cfg.max_batched_tokens,

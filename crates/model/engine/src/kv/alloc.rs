@@ -1,8 +1,6 @@
 //! How KV memory is handed to a sequence: the rule the KV manager applies when it admits one.
-//! Each rule is a file ([`super::paged`], [`super::prealloc`]); [`rule`] is where a
-//! configuration picks one, the only place that names them all.
-
-use crate::config::{EngineConfig, KvAlloc};
+//! Each rule is a file ([`super::paged`], [`super::prealloc`]) implementing [`Allocation`];
+//! [`super::rule`] is where a configuration picks one, the only place that names them all.
 
 /// An allocation rule.
 pub trait Allocation: std::fmt::Debug + Send + Sync {
@@ -14,13 +12,5 @@ pub trait Allocation: std::fmt::Debug + Send + Sync {
     fn seq_capacity(&self, kv_tokens: u64) -> Option<u64> {
         let _ = kv_tokens;
         None
-    }
-}
-
-/// The rule of `cfg` (`--kv-alloc`, `--prealloc`).
-pub fn rule(cfg: &EngineConfig) -> std::sync::Arc<dyn Allocation> {
-    match cfg.kv_alloc {
-        KvAlloc::Paged => std::sync::Arc::new(super::paged::Paged),
-        KvAlloc::Prealloc => std::sync::Arc::new(super::prealloc::Reserve::new(cfg.prealloc, cfg.context())),
     }
 }

@@ -18,6 +18,17 @@ pub mod alloc;
 pub mod paged;
 pub mod prealloc;
 
+use crate::config::{EngineConfig, KvAlloc};
+
+/// The allocation rule of `cfg` (`--kv-alloc`, `--prealloc`): here, beside the modules that
+/// implement them, so that `alloc` (the trait) names none of them and nothing imports back.
+pub fn rule(cfg: &EngineConfig) -> std::sync::Arc<dyn alloc::Allocation> {
+    match cfg.kv_alloc {
+        KvAlloc::Paged => std::sync::Arc::new(paged::Paged),
+        KvAlloc::Prealloc => std::sync::Arc::new(prealloc::Reserve::new(cfg.prealloc, cfg.context())),
+    }
+}
+
 /// A block's index in the pool.
 pub type BlockId = u32;
 
@@ -310,7 +321,7 @@ impl KvManager {
         Self::with_rule(blocks, block_size, prefix_caching, std::sync::Arc::new(paged::Paged))
     }
 
-    /// A manager that hands out KV by `rule` ([`alloc::rule`]).
+    /// A manager that hands out KV by `rule` ([`rule`]).
     pub fn with_rule(
         blocks: u32,
         block_size: u32,
