@@ -41,7 +41,7 @@ impl Fitted {
     /// never negative and its mean is the fitted one however large the jitter.
     pub fn frontend_delay(&self, prompt: u64, seed: u64) -> f64 {
         let mean = self.frontend_s + self.frontend_per_token_s * prompt as f64;
-        crate::config::front_end_delay(mean, self.frontend_jitter_s, seed)
+        crate::frontend::front_end_delay(mean, self.frontend_jitter_s, seed)
     }
 }
 

@@ -30,6 +30,7 @@ pub mod engine;
 pub mod error;
 pub mod fasthash;
 pub mod fitted;
+pub mod frontend;
 pub mod hint;
 pub mod kv;
 pub mod named;
