@@ -225,8 +225,9 @@ pub fn worse(a: QueueTrend, b: QueueTrend) -> QueueTrend {
 /// its queue grows, by either of two signs over the last [`OVERSAT_WINDOW_MS`], each judged as
 /// capacity search judges a step (against [`HORIZON_S`], with its error):
 /// - TTFT from the send of the requests that finished rises ([`queue_trend`] against the TTFT
-///   budget): the server's queue, not the client's (from the send, a client that falls behind
-///   its schedule does not raise it);
+///   budget), counting a wait for a `--max-concurrency` slot (a capped client holds the server's
+///   queue) but not the client's own lag (a client that falls behind its schedule does not
+///   raise it);
 /// - the requests in flight rise ([`judge_in_flight`]), once the run has filled: in flight rises
 ///   at first however light the load, for about one request's time, so only what came after
 ///   twice the mean time from schedule to end of the requests that ended is judged. A server so
@@ -321,7 +322,8 @@ impl OverSaturation {
         false
     }
 
-    /// A request scheduled at `scheduled_ms` and first sent at `sent_ms` ended at `now_ms`, its
+    /// A request scheduled at `scheduled_ms` and first sent at `sent_ms` (less its wait for a
+    /// concurrency slot: `sent_ms − scheduled_ms` is its schedule lag) ended at `now_ms`, its
     /// first token at `first_ms` (absent when it failed), leaving `in_flight` in flight. True once
     /// over-saturated.
     pub fn finished(

@@ -174,8 +174,10 @@ pub struct Finished {
     pub reply: String,
     /// When its first token arrived, seconds (the over-saturation check reads its TTFT).
     pub first_token_s: Option<f64>,
-    /// When it was first sent, seconds (`None`: when it was scheduled, as in the simulator); the
-    /// over-saturation check reads TTFT from the send and the client's lag.
+    /// When it was first sent less its wait for a `--max-concurrency` slot, seconds (`None`: when
+    /// it was scheduled, as in the simulator): the over-saturation check reads TTFT from it and
+    /// the client's own lag (its schedule lag) up to it. A slot's wait is left in TTFT: with a
+    /// cap, an over-saturated server's queue grows in the client.
     pub sent_s: Option<f64>,
 }
 

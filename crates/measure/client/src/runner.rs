@@ -453,7 +453,8 @@ async fn request_task(s: Arc<Shared>, mut r: Request) {
         // no tokenizer runs here: the conversation's length comes from the server or the events
         let reply = if ok && r.more_turns { ex.reply() } else { String::new() };
         let first_token_s = rec.first_event_ms().map(|ms| ms / 1000.0);
-        let sent_s = rec.first_sent_ms().map(|ms| ms / 1000.0);
+        // a wait for a --max-concurrency slot is the server's queue, not the client's lag
+        let sent_s = rec.first_sent_ms().map(|ms| (ms - rec.cap_wait_ms) / 1000.0);
         let finished = Finished { ok, output_tokens: ex.answer_tokens_estimate(), reply, first_token_s, sent_s };
         s.books.submit(ex);
         match s.finish_and_next(r.id, end_s, finished) {
