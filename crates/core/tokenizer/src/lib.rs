@@ -215,21 +215,7 @@ impl Tokenizer {
         texts: impl IntoIterator<Item = &'a str> + Clone,
         limit: usize,
     ) -> Result<usize, usize> {
-        let bytes: usize = texts.clone().into_iter().map(str::len).sum();
-        let floor = bytes.div_ceil(self.0.max_token_bytes);
-        if floor > limit {
-            return Err(floor);
-        }
-        let mut n = 0;
-        for text in texts {
-            for part in parts(text, COUNT_PART) {
-                n += self.count(part);
-                if n > limit {
-                    return Err(n);
-                }
-            }
-        }
-        Ok(n)
+        self.at_most(texts, limit, |_, part| self.count(part))
     }
 
     /// [`Tokenizer::count_at_most`] keeping the tokens: each text's ids (encoded in the same
@@ -240,24 +226,40 @@ impl Tokenizer {
         texts: impl IntoIterator<Item = &'a str> + Clone,
         limit: usize,
     ) -> Result<Vec<Vec<u32>>, usize> {
+        let mut out = vec![Vec::new(); texts.clone().into_iter().count()];
+        self.at_most(texts, limit, |i, part| {
+            let ids = self.encode(part);
+            let n = ids.len();
+            out[i].extend(ids);
+            n
+        })?;
+        Ok(out)
+    }
+
+    /// Walks `texts` in parts of [`COUNT_PART`] bytes, `part(text index, part)` giving each
+    /// part's tokens, and stops with `Err(at_least)` as soon as they pass `limit` (or at once
+    /// when the byte length alone proves it): the bound both of the above keep.
+    fn at_most<'a>(
+        &self,
+        texts: impl IntoIterator<Item = &'a str> + Clone,
+        limit: usize,
+        mut part: impl FnMut(usize, &str) -> usize,
+    ) -> Result<usize, usize> {
         let bytes: usize = texts.clone().into_iter().map(str::len).sum();
         let floor = bytes.div_ceil(self.0.max_token_bytes);
         if floor > limit {
             return Err(floor);
         }
-        let (mut n, mut out) = (0, Vec::new());
-        for text in texts {
-            let mut ids = Vec::new();
-            for part in parts(text, COUNT_PART) {
-                ids.extend(self.encode(part));
-                if n + ids.len() > limit {
-                    return Err(n + ids.len());
+        let mut n = 0;
+        for (i, text) in texts.into_iter().enumerate() {
+            for p in parts(text, COUNT_PART) {
+                n += part(i, p);
+                if n > limit {
+                    return Err(n);
                 }
             }
-            n += ids.len();
-            out.push(ids);
         }
-        Ok(out)
+        Ok(n)
     }
 
     /// The longest token of the vocabulary, in bytes.

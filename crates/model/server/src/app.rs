@@ -151,7 +151,8 @@ fn role_marker(role: &str) -> u64 {
 
 /// The prompt as the prefix cache sees it: its token ids (`texts`: each text's), each chat
 /// message after its role's marker, and for chat the assistant's marker that opens the reply (as
-/// a chat template's generation prompt does). The next turn of a conversation repeats this sequence and the reply.
+/// a chat template's generation prompt does). The next turn of a conversation repeats this
+/// sequence and the reply.
 fn prompt_sequence(r: &GenRequest, texts: Vec<Vec<u32>>) -> Vec<u64> {
     let mut seq = Vec::new();
     for (i, ids) in texts.into_iter().enumerate() {
