@@ -188,7 +188,6 @@ fn the_reduced_agreement_matrix() {
 #[test]
 fn bench_and_sim_agree_on_the_first_answer_token_of_a_reasoning_model() {
     let _serial = goodput_testkit::timing_lock();
-    let dir = temp_dir("agree-reasoning");
     let flags = [
         "--reasoning-tokens",
         "256",
@@ -203,16 +202,13 @@ fn bench_and_sim_agree_on_the_first_answer_token_of_a_reasoning_model() {
     ];
     let seeds = ["1", "2", "3"];
     let go = |cmd: &str, seed: &str| {
-        let out = dir.join(format!("{cmd}-{seed}.json"));
         let mut a = vec![cmd];
         if cmd == "bench" {
             a.extend_from_slice(&["--api", "chat"]);
         }
         a.extend_from_slice(&flags);
-        a.extend_from_slice(&["--seed", seed, "--out", out.to_str().unwrap(), "-q"]);
-        let o = run(&a, Duration::from_secs(180));
-        assert_eq!(o.status.code(), Some(0), "{a:?}: {}", text(&o.stderr));
-        load_valid(&out)
+        a.extend_from_slice(&["--seed", seed]);
+        run_ok(&format!("agree-reasoning-{cmd}-{seed}"), &a, Duration::from_secs(180)).0
     };
     let median = |cmd: &str, what: &dyn Fn(&serde_json::Value) -> f64| {
         let mut xs: Vec<f64> = seeds.iter().map(|s| what(&go(cmd, s))).collect();
@@ -243,7 +239,6 @@ fn bench_and_sim_agree_on_the_first_answer_token_of_a_reasoning_model() {
 #[test]
 fn bench_and_sim_agree_on_ttft_by_call_of_an_agent_with_its_prefix_cache_on_and_off() {
     let _serial = goodput_testkit::timing_lock();
-    let dir = temp_dir("agree-agentic");
     let flags = [
         "--agentic",
         "--calls",
@@ -265,13 +260,10 @@ fn bench_and_sim_agree_on_ttft_by_call_of_an_agent_with_its_prefix_cache_on_and_
     let by_call = |cmd: &str, caching: &str| -> Vec<f64> {
         let mut sums = [(0.0, 0.0); 4];
         for seed in ["1", "2"] {
-            let out = dir.join(format!("{cmd}-{caching}-{seed}.json"));
             let mut a = vec![cmd];
             a.extend_from_slice(&flags);
-            a.extend_from_slice(&["--prefix-caching", caching, "--seed", seed, "--out", out.to_str().unwrap(), "-q"]);
-            let o = run(&a, Duration::from_secs(240));
-            assert_eq!(o.status.code(), Some(0), "{a:?}: {}", text(&o.stderr));
-            let d = load_valid(&out);
+            a.extend_from_slice(&["--prefix-caching", caching, "--seed", seed]);
+            let d = run_ok(&format!("agree-agentic-{cmd}-{caching}-{seed}"), &a, Duration::from_secs(240)).0;
             let rows = d["runs"][0]["summary"]["sessions"]["ttft_by_call"].as_array().unwrap().clone();
             assert_eq!(rows.len(), 4, "{rows:?}");
             for (i, r) in rows.iter().enumerate() {
